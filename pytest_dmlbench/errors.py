@@ -1,0 +1,19 @@
+"""Exceptions shared by the parent process and the ranks (all pickle cleanly)."""
+
+from __future__ import annotations
+
+
+class DmlbenchError(Exception):
+    """Base class of every error the plugin raises on purpose."""
+
+
+class ConfigError(DmlbenchError):
+    """A bad option or marker value; the message names the value and the accepted form."""
+
+
+class BaselineError(DmlbenchError):
+    """A baseline file that cannot be used (corrupt, truncated, wrong schema); names the file and the fix."""
+
+
+class WorldError(DmlbenchError):
+    """A rank world that could not be started or has broken down."""

@@ -1,0 +1,1 @@
+"""Measurement: the clock, rank-agreed timing rounds, collective instrumentation, memory, statistics."""

@@ -1,0 +1,3 @@
+"""pytest entry point of pytest-dmlbench (being built; see the world engine)."""
+
+from __future__ import annotations

@@ -1,0 +1,243 @@
+"""The results model: metric definitions, per-case records and the JSON schema (version 1).
+
+The same JSON is written by ``--dmlbench-json`` and stored as a baseline file::
+
+    {"schema": 1, "machine": {...fingerprint...}, "created": "2026-11-22T10:00:00+00:00",
+     "run": {"world_size": 4, "xdist_workers": 0, "oversubscribed": true, ...},
+     "cases": [{"nodeid": "...", "params": {...}, "world_size": 4, "backend": "gloo",
+                "outcome": "passed", "metrics": {"step_time_s": {"unit": "s", "better": "lower",
+                "samples": [...], "stats": {"median": ..., ...}}}, "verdicts": [...]}]}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pytest_dmlbench.measure.stats import Summary, summarize
+
+SCHEMA_VERSION = 1
+
+Better = Literal["higher", "lower"] | None
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A named metric: its unit and which direction is better (None: informational, never compared)."""
+
+    name: str
+    unit: str
+    better: Better
+    description: str
+
+
+METRICS: dict[str, MetricSpec] = {
+    spec.name: spec
+    for spec in (
+        MetricSpec("step_time_s", "s", "lower", "wall time of one step, max over ranks, per round"),
+        MetricSpec("throughput_samples_per_s", "samples/s", "higher", "global samples processed / step time"),
+        MetricSpec("exposed_comm_fraction", "fraction", "lower", "1 - T(no-comm twin) / T(step), medians"),
+        MetricSpec("comm_busy_fraction", "fraction", "lower", "time inside collectives / step time"),
+        MetricSpec("comm_bytes_per_step", "bytes", "lower", "payload bytes this rank hands to collectives"),
+        MetricSpec("compute_comm_ratio", "ratio", None, "compute time / communication time per step"),
+        MetricSpec("algbw_gbps", "GB/s", "higher", "bytes / time (nccl-tests algbw)"),
+        MetricSpec("busbw_gbps", "GB/s", "higher", "algbw x collective factor (nccl-tests busbw)"),
+        MetricSpec("memcpy_gbps", "GB/s", None, "memory-copy bandwidth measured in the same run (ceiling)"),
+        MetricSpec("peak_rss_mb", "MB", "lower", "peak resident memory during the case, max over ranks"),
+        MetricSpec("peak_cuda_mb", "MB", "lower", "torch.cuda.max_memory_allocated, max over ranks"),
+        MetricSpec("speedup", "x", "higher", "throughput(N) / throughput(1)"),
+        MetricSpec("scaling_efficiency", "fraction", "higher", "speedup / N"),
+        MetricSpec("accuracy", "fraction", "higher", "share of correctly classified evaluation samples"),
+        MetricSpec("attack_success_rate", "fraction", "lower", "share of triggered inputs sent to the target"),
+        MetricSpec("time_to_accuracy_s", "s", "lower", "wall time until the target accuracy is reached"),
+        MetricSpec("bubble_fraction", "fraction", "lower", "idle share of a pipeline schedule"),
+        MetricSpec("world_start_s", "s", "lower", "time to start a rank world"),
+        MetricSpec("dispatch_overhead_s", "s", "lower", "time to run a trivial case on every rank"),
+    )
+}
+
+
+def spec_for(name: str, unit: str | None = None, better: Better = None) -> MetricSpec:
+    """The registered spec of ``name``, or an ad-hoc one for a user metric (``unit`` required then)."""
+    if name in METRICS:
+        return METRICS[name]
+    return MetricSpec(name, unit or "", better, "user metric")
+
+
+@dataclass
+class MetricResult:
+    """One metric of one case: its raw samples and their summary."""
+
+    name: str
+    unit: str
+    better: Better
+    samples: list[float]
+
+    @property
+    def stats(self) -> Summary:
+        return summarize(self.samples)
+
+    @classmethod
+    def of(cls, name: str, samples: Sequence[float], unit: str | None = None, better: Better = None) -> MetricResult:
+        spec = spec_for(name, unit, better)
+        return cls(name, spec.unit, spec.better, [float(s) for s in samples])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit,
+            "better": self.better,
+            "samples": [_json_float(s) for s in self.samples],
+            "stats": {k: (v if k == "rounds" else _json_float(v)) for k, v in self.stats.to_dict().items()},
+        }
+
+    @classmethod
+    def from_dict(cls, name: str, data: Mapping[str, Any]) -> MetricResult:
+        better = data.get("better")
+        if better not in ("higher", "lower", None):
+            raise ValueError(f"metric {name!r}: 'better' must be 'higher', 'lower' or null, got {better!r}")
+        samples = data["samples"]
+        if not isinstance(samples, list):
+            raise ValueError(f"metric {name!r}: 'samples' must be a list")
+        return cls(name, str(data.get("unit", "")), better, [_from_json_float(s) for s in samples])
+
+
+@dataclass
+class Verdict:
+    """The comparison of one metric with its baseline."""
+
+    metric: str
+    kind: Literal["regression", "improvement", "unchanged", "new"]
+    baseline_median: float | None
+    current_median: float | None
+    ratio: float | None
+    threshold_pct: float
+    p_value: float | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "kind": self.kind,
+            "baseline_median": _json_float(self.baseline_median),
+            "current_median": _json_float(self.current_median),
+            "ratio": _json_float(self.ratio),
+            "threshold_pct": self.threshold_pct,
+            "p_value": _json_float(self.p_value),
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        return cls(
+            metric=data["metric"],
+            kind=data["kind"],
+            baseline_median=_from_json_float(data.get("baseline_median")),
+            current_median=_from_json_float(data.get("current_median")),
+            ratio=_from_json_float(data.get("ratio")),
+            threshold_pct=float(data["threshold_pct"]),
+            p_value=_from_json_float(data.get("p_value")),
+            message=str(data.get("message", "")),
+        )
+
+
+@dataclass
+class CaseResult:
+    """Everything recorded for one test item."""
+
+    nodeid: str
+    params: dict[str, str]
+    world_size: int
+    backend: str
+    outcome: str = "passed"
+    metrics: dict[str, MetricResult] = field(default_factory=dict)
+    verdicts: list[Verdict] = field(default_factory=list)
+    threshold_pct: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, metric: MetricResult) -> None:
+        self.metrics[metric.name] = metric
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "params": dict(self.params),
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "outcome": self.outcome,
+            "threshold_pct": self.threshold_pct,
+            "metrics": {name: m.to_dict() for name, m in self.metrics.items()},
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CaseResult:
+        return cls(
+            nodeid=str(data["nodeid"]),
+            params={str(k): str(v) for k, v in dict(data.get("params", {})).items()},
+            world_size=int(data["world_size"]),
+            backend=str(data["backend"]),
+            outcome=str(data.get("outcome", "passed")),
+            metrics={n: MetricResult.from_dict(n, m) for n, m in dict(data.get("metrics", {})).items()},
+            verdicts=[Verdict.from_dict(v) for v in data.get("verdicts", [])],
+            threshold_pct=data.get("threshold_pct"),
+            extra=dict(data.get("extra", {})),
+        )
+
+
+@dataclass
+class RunResults:
+    """A whole run: machine fingerprint, run facts and the cases."""
+
+    machine: dict[str, Any]
+    created: str
+    run: dict[str, Any] = field(default_factory=dict)
+    cases: list[CaseResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "machine": self.machine,
+            "created": self.created,
+            "run": self.run,
+            "cases": [c.to_dict() for c in self.cases],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResults:
+        """Parse a schema-1 document; raises ValueError (or KeyError/TypeError) on a malformed one."""
+        schema = data.get("schema")
+        if schema != SCHEMA_VERSION:
+            raise ValueError(f"schema {schema!r} is not supported (this version reads schema {SCHEMA_VERSION})")
+        return cls(
+            machine=dict(data["machine"]),
+            created=str(data.get("created", "")),
+            run=dict(data.get("run", {})),
+            cases=[CaseResult.from_dict(c) for c in data["cases"]],
+        )
+
+
+def _json_float(x: float | None) -> float | str | None:
+    """JSON has no NaN/inf: encode them as strings so files stay strict JSON."""
+    if x is None:
+        return None
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def _from_json_float(x: Any) -> float:
+    if x is None:
+        return float("nan")
+    if isinstance(x, str):
+        if x in ("nan", "inf", "-inf"):
+            return float(x)
+        raise ValueError(f"not a number: {x!r}")
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise ValueError(f"not a number: {x!r}")
+    return float(x)
