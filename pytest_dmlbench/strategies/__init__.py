@@ -1,0 +1,20 @@
+"""Training strategies behind one interface: ``build(name, model, *, lr, momentum=0.0, **options)``.
+
+Names: ``ddp``, ``fp16``, ``powersgd`` (:mod:`.ddp`), ``allreduce`` (:mod:`.allreduce`), ``bucketed``
+(:mod:`.bucketed`), ``ps`` (:mod:`.parameter_server`), ``local_sgd`` (:mod:`.local_sgd`), ``pipeline``
+(:mod:`.pipeline`) and ``robust`` (provided by :mod:`pytest_dmlbench.robust`). Each module is imported on
+first use; :func:`register` adds further strategies.
+"""
+
+from __future__ import annotations
+
+from pytest_dmlbench.strategies.base import (
+    LossFn,
+    Strategy,
+    StrategyProtocol,
+    available,
+    build,
+    register,
+)
+
+__all__ = ["LossFn", "Strategy", "StrategyProtocol", "available", "build", "register"]
