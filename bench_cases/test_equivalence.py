@@ -36,6 +36,7 @@ from pytest_dmlbench.strategies.bucketed import BucketedStrategy
 from pytest_dmlbench.strategies.pipeline import split_stages
 
 GLOBAL_BATCH = 16
+SHARD = 4  # samples per data-parallel rank in the reference checks
 STEPS = 3
 LR = 0.1
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -53,7 +54,9 @@ def make_model(name: str, dtype: torch.dtype = torch.float64, seed: int = 0) -> 
     return builders[name]().to(dtype)
 
 
-def make_batches(model_name: str, dtype: torch.dtype, steps: int = STEPS, n: int = GLOBAL_BATCH) -> list[Batch]:
+def make_batches(
+    model_name: str, dtype: torch.dtype, steps: int = STEPS, n: int = GLOBAL_BATCH
+) -> list[Batch]:
     """``steps`` global batches of ``n`` samples, identical on every rank (fixed seeds)."""
     batches = []
     for step in range(steps):
@@ -85,9 +88,8 @@ def check_strategy_matches_reference(
     """k steps of ``name``: ranks bit-identical and equal to single-process SGD on the global batch."""
     strategy, reference = build_pair(name, model_name, dtype, momentum, **options)
     rtol, atol = tolerances(dtype)
-    check_matches_reference(
-        strategy, reference, make_batches(model_name, dtype), F.cross_entropy, rtol=rtol, atol=atol
-    )
+    batches = make_batches(model_name, dtype, n=SHARD * strategy.data_world_size)
+    check_matches_reference(strategy, reference, batches, F.cross_entropy, rtol=rtol, atol=atol)
 
 
 def check_against(strategy: Strategy, model_name: str, dtype: torch.dtype = torch.float64) -> None:
@@ -125,15 +127,25 @@ def check_local_sgd_period1_equals_ddp(model_name: str, momentum: float) -> None
 def check_local_sgd_period(period: int) -> None:
     """Ranks agree right after every averaging step and (with >1 rank) drift apart in between."""
     strategy, _ = build_pair("local_sgd", "mlp", torch.float64, 0.0, period=period)
-    assert strategy.__class__.__name__ == "LocalSGDStrategy"
     world = tdist.get_world_size()
     for step, batch in enumerate(make_batches("mlp", torch.float64, steps=2 * period), start=1):
-        strategy.step(*shard(batch, tdist.get_rank(), world), F.cross_entropy)
+        strategy.step(*batch_for(strategy, batch), F.cross_entropy)
         params = flat(strategy.model.parameters())
         if step % period == 0:
             assert_identical_across_ranks(params, what=f"local_sgd parameters after sync step {step}")
         elif world > 1:
             assert disagreeing_ranks(params), f"local_sgd ranks identical after unsynchronised step {step}"
+
+
+class RecordingLoss:
+    """Cross-entropy that keeps every output it is given (per micro-batch on the last pipeline stage)."""
+
+    def __init__(self) -> None:
+        self.outputs: list[torch.Tensor] = []
+
+    def __call__(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        self.outputs.append(out.detach())
+        return F.cross_entropy(out, target)
 
 
 def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: float) -> None:
@@ -148,12 +160,7 @@ def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: flo
     optimizer = torch.optim.SGD(reference.parameters(), lr=LR, momentum=momentum)
     rtol, atol = tolerances(dtype)
     for step, batch in enumerate(make_batches("mlp", dtype), start=1):
-        outputs: list[torch.Tensor] = []
-
-        def recording_loss(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-            outputs.append(out.detach())
-            return F.cross_entropy(out, target)
-
+        recording_loss = RecordingLoss()
         assert strategy.data_rank is not None
         inputs, targets = shard(batch, strategy.data_rank, strategy.data_world_size)
         loss = strategy.step(inputs, targets, recording_loss)
@@ -164,7 +171,13 @@ def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: flo
         expected_loss = float(F.cross_entropy(expected_out, targets))
         if strategy.rank % stages == stages - 1:
             assert abs(loss - expected_loss) <= atol + rtol * abs(expected_loss), (loss, expected_loss)
-            assert_close(torch.cat(outputs), expected_out, rtol=rtol, atol=atol, what=f"outputs step {step}")
+            assert_close(
+                torch.cat(recording_loss.outputs),
+                expected_out,
+                rtol=rtol,
+                atol=atol,
+                what=f"outputs step {step}",
+            )
         else:
             assert loss != loss, "non-last pipeline stages return nan"
         assert_close(
@@ -196,9 +209,11 @@ def fp16_bound(world_size: int) -> float:
 def check_fp16_gradient_error(model_name: str) -> None:
     model, exact, batch = exact_first_step_gradient(model_name, torch.float32)
     strategy = build("fp16", model, lr=LR)
-    strategy.step(*shard(batch, strategy.rank, strategy.world_size), F.cross_entropy)
+    strategy.step(*batch_for(strategy, batch), F.cross_entropy)
     error = relative_error(flat_grads(strategy.model.parameters()), exact)
-    assert error <= fp16_bound(strategy.world_size), f"fp16 gradient relative error {error:.2e}"
+    assert 0 < error <= fp16_bound(strategy.world_size), (
+        f"fp16 gradient relative error {error:.2e} outside (0, {fp16_bound(strategy.world_size):.2e}]"
+    )
 
 
 def check_powersgd_projection(model_name: str) -> None:
@@ -208,11 +223,12 @@ def check_powersgd_projection(model_name: str) -> None:
     reference = copy.deepcopy(model)
     strategy = build("powersgd", model, lr=LR, start_iter=2, error_feedback=False, warm_start=False)
     rtol, atol = tolerances(dtype)
+    compressed = 0
     for step, batch in enumerate(make_batches(model_name, dtype, steps=4), start=1):
         reference.load_state_dict(strategy.model.state_dict())
         reference.zero_grad(set_to_none=True)
         F.cross_entropy(reference(batch[0]), batch[1]).backward()
-        strategy.step(*shard(batch, strategy.rank, strategy.world_size), F.cross_entropy)
+        strategy.step(*batch_for(strategy, batch), F.cross_entropy)
         for got_param, exact_param in zip(strategy.model.parameters(), reference.parameters(), strict=True):
             got, exact = got_param.grad, exact_param.grad
             assert got is not None and exact is not None
@@ -220,10 +236,12 @@ def check_powersgd_projection(model_name: str) -> None:
                 assert_close(got, exact, rtol=rtol, atol=atol, what=f"powersgd exact part, step {step}")
                 continue
             g, e = got.reshape(got.shape[0], -1), exact.reshape(exact.shape[0], -1)
+            compressed += int(not torch.allclose(g, e, rtol=rtol, atol=atol))
             scale = float(e.norm()) ** 2 + 1e-30
             assert float(g.norm()) ** 2 <= scale * (1 + 1e-4), f"||G'|| > ||G|| at step {step}"
             residual = float(((e - g) * g).sum()) / scale
             assert abs(residual) <= 1e-4, f"<G - G', G'> / ||G||^2 = {residual:.2e} at step {step}"
+    assert compressed > 0, "powersgd never compressed a gradient: the hook is not active"
 
 
 def check_trains(name: str, steps: int = 30, **options: Any) -> None:
@@ -231,15 +249,15 @@ def check_trains(name: str, steps: int = 30, **options: Any) -> None:
     model = make_model("mlp", torch.float32)
     strategy = build(name, model, lr=0.2, **options)
     batch = synthetic_classification(64, (16,), 10, seed=7)
-    losses = [strategy.step(*shard(batch, strategy.rank, strategy.world_size), F.cross_entropy) for _ in range(steps)]
+    losses = [strategy.step(*batch_for(strategy, batch), F.cross_entropy) for _ in range(steps)]
     first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
     assert last < 0.7 * first, f"{name} does not train: mean loss {first:.3f} -> {last:.3f}"
 
 
-def check_batchnorm_buffers(name: str) -> None:
+def check_batchnorm_buffers(name: str, **options: Any) -> None:
     """DDP's rule: before each forward every rank takes rank 0's buffers, then updates them on its shard."""
     dtype = torch.float64
-    strategy = build(name, make_model("bn_cnn", dtype), lr=LR)
+    strategy = build(name, make_model("bn_cnn", dtype), lr=LR, **options)
     rank, world = strategy.rank, strategy.world_size
     for step, batch in enumerate(make_batches("bn_cnn", dtype), start=1):
         shadow = copy.deepcopy(strategy.model)
@@ -251,9 +269,12 @@ def check_batchnorm_buffers(name: str) -> None:
                 buffer.copy_(rank0_buffers[offset : offset + buffer.numel()].view_as(buffer))
                 offset += buffer.numel()
             shadow.train()(shard(batch, rank, world)[0])
-        strategy.step(*shard(batch, rank, world), F.cross_entropy)
+        strategy.step(*batch_for(strategy, batch), F.cross_entropy)
         assert_close(
-            flat(strategy.model.buffers()), flat(shadow.buffers()), rtol=1e-12, atol=1e-14,
+            flat(strategy.model.buffers()),
+            flat(shadow.buffers()),
+            rtol=1e-12,
+            atol=1e-14,
             what=f"{name} BatchNorm buffers after step {step}",
         )
         assert_identical_across_ranks(flat(strategy.model.parameters()), what=f"{name} parameters")
@@ -312,3 +333,119 @@ def check_faulty_is_caught(fault: str) -> None:
     except AssertionError:
         return
     raise AssertionError(f"the equivalence check accepted the faulty strategy {fault!r}")
+
+
+def check_batchnorm_rule_needed() -> None:
+    """Negative control of the buffer check: without the broadcast, buffers drift and the check fails."""
+    try:
+        check_batchnorm_buffers("allreduce", broadcast_buffers=False)
+    except AssertionError:
+        return
+    raise AssertionError("the BatchNorm buffer check accepted a strategy that never broadcasts buffers")
+
+
+# ------------------------------------------------------------------------------------------------ cases
+EXACT = ["ddp", "allreduce", "bucketed", "ps", "local_sgd"]
+MODELS = ["mlp", "cnn", "transformer"]
+MOMENTA = [pytest.param(0.0, id="sgd"), pytest.param(0.9, id="momentum")]
+
+
+def pinned(*world_sizes: int) -> list[Any]:
+    """Parameters that pin the case's world size (for layouts that need a particular size)."""
+    return [pytest.param(ws, marks=pytest.mark.dmlbench(world_size=ws), id=f"ws{ws}") for ws in world_sizes]
+
+
+@pytest.mark.dmlbench(scaling=True)
+@pytest.mark.parametrize("momentum", MOMENTA)
+@pytest.mark.parametrize("model_name", MODELS)
+@pytest.mark.parametrize("name", EXACT)
+def test_matches_single_process_reference_float64(
+    dist: Any, name: str, model_name: str, momentum: float
+) -> None:
+    check_strategy_matches_reference(name, model_name, torch.float64, momentum)
+
+
+@pytest.mark.dmlbench(scaling=True)
+@pytest.mark.parametrize("name", EXACT)
+def test_matches_single_process_reference_float32(dist: Any, name: str) -> None:
+    check_strategy_matches_reference(name, "cnn", torch.float32, 0.9)
+
+
+@pytest.mark.parametrize("world_size", pinned(2, 4))
+@pytest.mark.parametrize("momentum", MOMENTA)
+def test_dedicated_parameter_server_matches_reference(dist: Any, world_size: int, momentum: float) -> None:
+    check_strategy_matches_reference("ps", "mlp", torch.float64, momentum, dedicated_server=True)
+
+
+@pytest.mark.dmlbench(scaling=True)
+@pytest.mark.parametrize("model_name", ["mlp", "cnn"])
+def test_exact_strategies_agree(dist: Any, model_name: str) -> None:
+    check_strategies_agree(["ddp", "allreduce", "bucketed", "ps"], model_name, 0.9)
+
+
+@pytest.mark.dmlbench(scaling=True)
+@pytest.mark.parametrize("momentum", MOMENTA)
+def test_local_sgd_period_one_equals_ddp(dist: Any, momentum: float) -> None:
+    check_local_sgd_period1_equals_ddp("mlp", momentum)
+
+
+@pytest.mark.dmlbench(scaling=True)
+def test_local_sgd_synchronises_every_period(dist: Any) -> None:
+    check_local_sgd_period(3)
+
+
+@pytest.mark.parametrize("micro_batches", [1, 2], ids=["mb1", "mb2"])
+@pytest.mark.parametrize(
+    ("world_size", "stages"),
+    [
+        pytest.param(1, 1, marks=pytest.mark.dmlbench(world_size=1), id="ws1-stages1"),
+        pytest.param(2, 2, marks=pytest.mark.dmlbench(world_size=2), id="ws2-stages2"),
+        pytest.param(4, 2, marks=pytest.mark.dmlbench(world_size=4), id="ws4-stages2-replicas2"),
+        pytest.param(4, 4, marks=pytest.mark.dmlbench(world_size=4), id="ws4-stages4"),
+    ],
+)
+def test_pipeline_equals_unsplit_model(dist: Any, world_size: int, stages: int, micro_batches: int) -> None:
+    check_pipeline_equals_unsplit(stages, micro_batches, momentum=0.9)
+
+
+@pytest.mark.dmlbench(scaling=True)
+def test_fp16_gradient_within_bound(dist: Any) -> None:
+    check_fp16_gradient_error("cnn")
+
+
+@pytest.mark.dmlbench(scaling=True)
+def test_powersgd_gradient_is_a_projection(dist: Any) -> None:
+    check_powersgd_projection("cnn")
+
+
+@pytest.mark.dmlbench(scaling=True)
+@pytest.mark.parametrize("name", ["fp16", "powersgd"])
+def test_lossy_hooks_still_train(dist: Any, name: str) -> None:
+    check_trains(name)
+
+
+@pytest.mark.dmlbench(scaling=True)
+@pytest.mark.parametrize("name", ["ddp", "allreduce", "bucketed", "ps"])
+def test_batchnorm_buffers_follow_ddp_rule(dist: Any, name: str) -> None:
+    check_batchnorm_buffers(name)
+
+
+@pytest.mark.dmlbench(scaling=True)
+def test_shards_cover_global_batch_once(dist: Any) -> None:
+    check_shards_cover_global_batch()
+
+
+# ------------------------------------------------------------------------------------ negative controls
+# Pinned to two ranks: on one rank a missing all-reduce or a missing division changes nothing.
+@pytest.mark.parametrize("world_size", pinned(2))
+@pytest.mark.parametrize("fault", sorted(FAULTY))
+def test_negative_control_faulty_strategy_is_caught(dist: Any, world_size: int, fault: str) -> None:
+    strategy = FAULTY[fault](make_model("mlp"))
+    with pytest.raises(AssertionError):
+        check_against(strategy, "mlp")
+
+
+@pytest.mark.parametrize("world_size", pinned(2))
+def test_negative_control_missing_buffer_broadcast_is_caught(dist: Any, world_size: int) -> None:
+    with pytest.raises(AssertionError, match="BatchNorm buffers"):
+        check_batchnorm_buffers("allreduce", broadcast_buffers=False)

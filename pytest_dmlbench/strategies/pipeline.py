@@ -135,7 +135,8 @@ class PipelineStrategy(Strategy):
                 if tensors:
                     broadcast_coalesced(tensors, self.stage, group=self._stage_group)
         self._input_shape: tuple[torch.Size, torch.dtype] | None = None
-        self.optimizer = self._optimizer(self.model.parameters())
+        params = list(self.model.parameters())
+        self.optimizer = self._optimizer(params) if params else None  # a stage may hold no parameters
 
     def twin(self) -> PipelineStrategy:
         """The no-communication twin on a copy of the whole model; collective (call on every rank)."""
@@ -165,7 +166,8 @@ class PipelineStrategy(Strategy):
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
         micro_inputs = self._micro(inputs, "inputs") if self.is_first else []
         micro_targets = self._micro(targets, "targets") if self.is_last else []
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
         stage_inputs: list[torch.Tensor] = []
         stage_outputs: list[torch.Tensor] = []
         losses: list[torch.Tensor] = []
@@ -199,7 +201,8 @@ class PipelineStrategy(Strategy):
                 pending += self._send(input_grad, self.rank - 1, header=False)
         self._wait(pending)
         self._average_over_replicas()
-        self.optimizer.step()
+        if self.optimizer is not None:
+            self.optimizer.step()
         if self.is_last:
             return float(sum(float(loss.detach()) for loss in losses))
         return float("nan")
