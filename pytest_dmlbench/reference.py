@@ -76,6 +76,30 @@ def assert_close(
         )
 
 
+def raise_on_all_ranks(error: str | None) -> None:
+    """Rank-agreed verdict (collective): if any rank reports an error, every rank raises AssertionError.
+
+    Keeps a check that fails on some ranks only from leaving the others waiting in the next collective.
+    """
+    flags = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
+    dist.all_gather(flags, torch.tensor([int(error is not None)]))
+    failed = [rank for rank, flag in enumerate(flags) if int(flag)]
+    if failed:
+        raise AssertionError(f"failed on rank(s) {failed}: " + (error or "see the failing ranks' messages"))
+
+
+def assert_close_on_all_ranks(
+    actual: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float, what: str
+) -> None:
+    """:func:`assert_close` on every rank, with a rank-agreed verdict (collective)."""
+    error = None
+    try:
+        assert_close(actual, expected, rtol=rtol, atol=atol, what=what)
+    except AssertionError as exc:
+        error = str(exc)
+    raise_on_all_ranks(error)
+
+
 def digest(tensor: torch.Tensor) -> torch.Tensor:
     """SHA-256 of the tensor's bytes as 32 uint8 values (equal digests: bit-identical tensors)."""
     data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
@@ -145,7 +169,7 @@ def check_matches_reference(
             continue
         params = flat(strategy.model.parameters())
         assert_identical_across_ranks(params, what=f"{strategy.name} parameters after step {step}")
-        assert_close(
+        assert_close_on_all_ranks(
             params,
             flat(reference_model.parameters()),
             rtol=rtol,

@@ -34,7 +34,6 @@ from torch.nn.parallel import DistributedDataParallel
 from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
-
 # torch renamed DDP's per-forward buffer broadcast switch; both spellings keep the broadcast at init.
 _BUFFER_SYNC_ARGUMENT = (
     "forward_sync_buffers"
