@@ -200,19 +200,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             params=dict(callspec.params) if callspec is not None else {},
         ))
     if cases:
-        dml.start()
+        from pytest_dmlbench.introspection import assertion_explanations
+
+        with assertion_explanations(session.config):
+            dml.start()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     settings = item.stash.get(SETTINGS_KEY, None)
     if settings is None:
         return
-    from pytest_dmlbench.world.backend import cuda_device_count, select_backend
+    from pytest_dmlbench.world.backend import select_backend
 
+    dml = item.config.stash[SESSION_KEY]
     choice = select_backend(settings.backend, settings.world_size,
-                            cuda_device_count() if settings.backend != "gloo" else 0)
+                            dml.cuda_devices() if settings.backend != "gloo" else 0)
     if choice.skip_reason:
-        pytest.skip(choice.skip_reason)
+        item.add_marker(pytest.mark.skip(reason=choice.skip_reason))  # reported at the case's own line
     item.stash[RUN_KEY] = choice.backend
 
 

@@ -89,6 +89,10 @@ class DmlbenchSession:
         assert self.pool is not None
         self.pool.start_zygote()
 
+    def cuda_devices(self) -> int:
+        assert self.pool is not None
+        return self.pool.cuda_devices()
+
     def run(self, case: PreparedCase) -> CaseRun:
         assert self.pool is not None
         world = self.pool.world(case.backend, case.settings.world_size)

@@ -36,10 +36,10 @@ def device_for(backend: str, rank: int) -> str:
 
 
 def cuda_device_count() -> int:
-    """Visible CUDA devices, without initialising CUDA in this process (safe to fork afterwards)."""
+    """Visible CUDA devices, counted through NVML so that CUDA is not initialised (forking stays safe)."""
     import torch
 
-    if not torch.cuda.is_available():
+    if not torch.backends.cuda.is_built():
         return 0
     return int(torch.cuda.device_count())
 

@@ -27,6 +27,13 @@ class SpawnWorld:
 
 
 @dataclass(frozen=True)
+class ZygoteReady:
+    """Zygote -> parent: torch is loaded; how many CUDA devices NVML sees (counted without initialising CUDA)."""
+
+    cuda_devices: int
+
+
+@dataclass(frozen=True)
 class Spawned:
     """Zygote -> parent: the pids of the new ranks, in rank order."""
 

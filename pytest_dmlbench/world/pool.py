@@ -33,6 +33,12 @@ class WorldPool:
         if self._zygote is None:
             self._zygote = ZygoteHandle.start(self._registry_factory(), os.path.join(self.root, "zygote.log"))
 
+    def cuda_devices(self) -> int:
+        """CUDA devices the ranks would see (asks the zygote; the parent never needs to load torch)."""
+        self.start_zygote()
+        assert self._zygote is not None
+        return self._zygote.cuda_devices()
+
     def world(self, backend: str, world_size: int) -> World:
         """A healthy world of this shape, starting (or restarting) it when needed."""
         key = (backend, world_size)

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
-from pytest_dmlbench.world.messages import Exited, Shutdown, SpawnWorld, Spawned
+from pytest_dmlbench.world.messages import Exited, Shutdown, SpawnWorld, Spawned, ZygoteReady
 from pytest_dmlbench.world.registry import CaseRegistry
 
 _MAX_MESSAGE = 1 << 20
@@ -41,6 +41,7 @@ class ZygoteHandle:
         self.sock = sock
         self.pid = pid
         self.exits: dict[int, int] = {}
+        self._cuda_devices: int | None = None
 
     @classmethod
     def start(cls, registry: CaseRegistry, log_path: str) -> ZygoteHandle:
@@ -68,6 +69,16 @@ class ZygoteHandle:
             if isinstance(message, Spawned):
                 return message.pids
 
+    def cuda_devices(self, timeout_s: float = 120.0) -> int:
+        """CUDA devices visible to the ranks (the zygote counts them once torch is loaded)."""
+        deadline = _monotonic() + timeout_s
+        while self._cuda_devices is None:
+            remaining = deadline - _monotonic()
+            if remaining <= 0:
+                raise WorldError(f"the zygote process (pid {self.pid}) did not load torch within {timeout_s:.0f} s")
+            self._receive(remaining)
+        return self._cuda_devices
+
     def exit_status(self, pid: int, timeout_s: float) -> int | None:
         """The wait status of rank ``pid`` once the zygote has reaped it, or None if it has not ended."""
         deadline = _monotonic() + timeout_s
@@ -87,6 +98,8 @@ class ZygoteHandle:
         message = pickle.loads(data)
         if isinstance(message, Exited):
             self.exits[message.pid] = message.status
+        elif isinstance(message, ZygoteReady):
+            self._cuda_devices = message.cuda_devices
         return message
 
     def close(self) -> None:
@@ -118,10 +131,12 @@ def _zygote_main(sock: socket.socket, registry: CaseRegistry, parent_pid: int, l
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    import torch  # noqa: F401 - loaded once here so that every rank starts with it
-    import torch.distributed  # noqa: F401
+    import torch.distributed  # noqa: F401 - loaded once here so that every rank starts with it
 
+    from pytest_dmlbench.world.backend import cuda_device_count
     from pytest_dmlbench.world.rank import rank_main
+
+    _send(sock, ZygoteReady(cuda_device_count()))
 
     children: set[int] = set()
     my_pid = os.getpid()
