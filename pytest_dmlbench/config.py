@@ -21,7 +21,9 @@ def parse_world_size(value: Any, source: str = "--world-size") -> int:
     try:
         number = int(text)
     except ValueError:
-        raise ConfigError(f"{source}: {value!r} is not a whole number; give an integer >= 1, e.g. {source} 4") from None
+        raise ConfigError(
+            f"{source}: {value!r} is not a whole number; give an integer >= 1, e.g. {source} 4"
+        ) from None
     if number < 1:
         raise ConfigError(f"{source}: {number} is too small; give an integer >= 1, e.g. {source} 4")
     return number
@@ -40,7 +42,9 @@ def parse_positive_seconds(value: Any, source: str = "--dmlbench-timeout") -> fl
     try:
         number = float(str(value).strip())
     except ValueError:
-        raise ConfigError(f"{source}: {value!r} is not a number of seconds; give a value > 0, e.g. {source} 60") from None
+        raise ConfigError(
+            f"{source}: {value!r} is not a number of seconds; give a value > 0, e.g. {source} 60"
+        ) from None
     if not math.isfinite(number) or number <= 0:
         raise ConfigError(f"{source}: {value!r} must be a finite number of seconds > 0, e.g. {source} 60")
     return number

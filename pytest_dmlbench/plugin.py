@@ -282,12 +282,11 @@ class _ParentSide:
 
 
 def _case_only(request: pytest.FixtureRequest, name: str) -> _ParentSide:
-    if SETTINGS_KEY not in request.node.stash:
-        if request.node.get_closest_marker("dmlbench") is None:
-            raise pytest.UsageError(
-                f"{request.node.nodeid}: the {name!r} fixture needs a distributed case; "
-                "mark the test with @pytest.mark.dmlbench"
-            )
+    if SETTINGS_KEY not in request.node.stash and request.node.get_closest_marker("dmlbench") is None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: the {name!r} fixture needs a distributed case; "
+            "mark the test with @pytest.mark.dmlbench"
+        )
     return _ParentSide(name)
 
 

@@ -53,7 +53,7 @@ def split_arguments(argnames: tuple[str, ...], funcargs: dict[str, Any],
     for name, value in values.items():
         try:
             pickle.dumps(value)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the fixture named
+        except Exception as exc:
             raise UnsendableArgument(
                 f"fixture {name!r} (a {type(value).__name__}) cannot be sent to the rank processes: {exc}. "
                 "Fixtures run in the pytest process and their values are pickled to every rank; return a "

@@ -179,7 +179,7 @@ class RankProcess:
             bench.begin_case(measure_memory=message.measure_memory)
             result = self.registry[message.nodeid].func(**kwargs)
             bench.end_case()
-        except BaseException as exc:  # noqa: BLE001 - every outcome, with its traceback, goes to the parent
+        except BaseException as exc:
             status = _classify(exc)
             return RankOutcome(
                 message.case_id,
@@ -192,7 +192,8 @@ class RankProcess:
         payload = bench.payload()
         if result is not None:
             payload["returned"] = repr(result)[:200]
-        return RankOutcome(message.case_id, self.rank, "passed", duration_s=time.perf_counter() - start, payload=payload)
+        elapsed = time.perf_counter() - start
+        return RankOutcome(message.case_id, self.rank, "passed", duration_s=elapsed, payload=payload)
 
 
 def _leave(code: int) -> NoReturn:
@@ -215,6 +216,6 @@ def rank_main(spec: WorldSpec, rank: int, conn_fd: int, registry: CaseRegistry, 
         os.environ["WORLD_SIZE"] = str(spec.world_size)
         os.environ["LOCAL_RANK"] = str(rank)
         RankProcess(spec, rank, Connection(conn_fd), registry).serve()
-    except BaseException:  # noqa: BLE001 - a rank must never unwind into the forked pytest code
+    except BaseException:
         traceback.print_exc()
         _leave(1)

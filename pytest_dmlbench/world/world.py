@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from typing import cast
 
 from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.world.lifetime import describe_status
@@ -86,16 +87,17 @@ class World:
             ready = wait([c for c in self.conns if id(c) in pending], timeout=max(0.0, remaining))
             if not ready:
                 self.kill()
-                waiting = ", ".join(str(pending[k]) for k in sorted(pending, key=pending.get))  # type: ignore[arg-type]
+                waiting = ", ".join(str(rank) for rank in sorted(pending.values()))
                 raise WorldError(
                     f"world of {self.spec.world_size} rank(s) ({self.spec.backend}) did not start within "
                     f"{self.spec.init_timeout_s:.0f} s; rank(s) {waiting} never joined the process group.\n"
                     + self._all_output()
                 )
-            for conn in ready:
-                rank = pending.pop(id(conn))  # type: ignore[call-overload]
+            for obj in ready:
+                conn = cast(Connection, obj)
+                rank = pending.pop(id(conn))
                 try:
-                    message = conn.recv()  # type: ignore[union-attr]
+                    message = conn.recv()
                 except (EOFError, OSError):
                     status = self.zygote.exit_status(self.pids[rank], 2.0)
                     self.kill()
@@ -129,11 +131,11 @@ class World:
                 timed_out = deadline == begin + timeout_s
                 break
             ready = wait(list(pending.values()), timeout=remaining)
-            for conn in ready:
-                rank = next(r for r, c in pending.items() if c is conn)
-                del pending[rank]
+            for obj in ready:
+                rank = next(r for r, c in pending.items() if c is obj)
+                conn = pending.pop(rank)
                 try:
-                    outcome = conn.recv()  # type: ignore[union-attr]
+                    outcome = conn.recv()
                 except (EOFError, OSError):
                     status = self.zygote.exit_status(self.pids[rank], 2.0)
                     reports[rank].died = describe_status(status) if status is not None else "connection lost"
@@ -153,7 +155,8 @@ class World:
             # Ranks that failed may have left collectives unmatched: never reuse such a world.
             self.broken = True
         for report in reports:
-            report.output = self._read_new(rank_log_path(self.spec.out_dir, report.rank), self._log_offsets, report.rank)
+            log = rank_log_path(self.spec.out_dir, report.rank)
+            report.output = self._read_new(log, self._log_offsets, report.rank)
         if self.broken:
             self.kill()
         return CaseRun(reports, time.monotonic() - begin, timed_out=timed_out, world_broken=self.broken,

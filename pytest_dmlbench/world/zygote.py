@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
-from pytest_dmlbench.world.messages import Exited, Shutdown, SpawnWorld, Spawned, ZygoteReady
+from pytest_dmlbench.world.messages import Exited, Shutdown, Spawned, SpawnWorld, ZygoteReady
 from pytest_dmlbench.world.registry import CaseRegistry
 
 _MAX_MESSAGE = 1 << 20
@@ -171,7 +171,7 @@ def _zygote_main(sock: socket.socket, registry: CaseRegistry, parent_pid: int, l
                     break
                 children.discard(pid)
                 _send(sock, Exited(pid, status))
-    except BaseException:  # noqa: BLE001 - report, then take every rank down with us
+    except BaseException:
         traceback.print_exc()
     for pid in children:
         try:

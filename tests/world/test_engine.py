@@ -29,7 +29,8 @@ def test_the_first_example_passes_on_four_ranks(tmp_path: Path) -> None:
 
 
 def test_negative_control_a_wrong_expectation_fails_on_every_rank(tmp_path: Path) -> None:
-    write_files(tmp_path, **{"test_example.py": ISSUE_EXAMPLE.replace("sum(range(dist.world_size))", "dist.world_size")})
+    wrong = ISSUE_EXAMPLE.replace("sum(range(dist.world_size))", "dist.world_size")
+    write_files(tmp_path, **{"test_example.py": wrong})
     result = run_pytest(tmp_path, "--dmlbench", "--world-size", "4")
     assert result.returncode == 1
     result.lines.fnmatch_lines(["*distributed case failed on rank(s) 0, 1, 2, 3 of 4 (gloo)*", "*2 failed*"])
@@ -98,7 +99,9 @@ def test_unpicklable_fixture_values_are_named(tmp_path: Path) -> None:
     """})
     result = run_pytest(tmp_path, "--dmlbench")
     assert result.returncode == 1
-    result.lines.fnmatch_lines(["*fixture 'lock' (a lock) cannot be sent to the rank processes*build the object inside the case body*"])
+    result.lines.fnmatch_lines(
+        ["*fixture 'lock' (a lock) cannot be sent to the rank processes*build the object inside the case body*"]
+    )
 
 
 def test_worlds_persist_and_rng_is_seeded_per_case_and_rank(tmp_path: Path) -> None:
@@ -108,7 +111,8 @@ def test_worlds_persist_and_rng_is_seeded_per_case_and_rank(tmp_path: Path) -> N
         @pytest.mark.dmlbench(world_size=2)
         @pytest.mark.parametrize("i", [0, 1])
         def test_record(dist, i):
-            print(f"case{i} rank{dist.rank} pid={os.getpid()} torch={torch.rand(1).item():.6f} py={random.random():.6f}")
+            t, p = torch.rand(1).item(), random.random()
+            print(f"case{i} rank{dist.rank} pid={os.getpid()} torch={t:.6f} py={p:.6f}")
     """})
     runs = [run_pytest(tmp_path, "--dmlbench", "-rP") for _ in range(2)]
     for run in runs:

@@ -86,20 +86,26 @@ def test_bad_marker_argument_is_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     result.lines.fnmatch_lines(["ERROR: test_x.py::test_zero: world_size=: 0 is too small*"])
     result = run_pytest(tmp_path, "--dmlbench", "test_x.py::test_typo")
-    result.lines.fnmatch_lines(["ERROR: test_x.py::test_typo: unknown dmlbench marker argument(s) wrold_size; accepted:*"])
+    result.lines.fnmatch_lines(
+        ["ERROR: test_x.py::test_typo: unknown dmlbench marker argument(s) wrold_size; accepted:*"]
+    )
 
 
 def test_without_the_flag_cases_are_skipped_with_the_reason(tmp_path: Path) -> None:
     write_files(tmp_path, **{"test_x.py": CASE, "test_plain.py": "def test_plain():\n    assert True\n"})
     result = run_pytest(tmp_path, "-rs")
     assert result.returncode == 0
-    result.lines.fnmatch_lines(["SKIPPED [[]1[]] test_x.py:4: distributed case: run with --dmlbench", "*1 passed, 1 skipped*"])
+    result.lines.fnmatch_lines(
+        ["SKIPPED [[]1[]] test_x.py:4: distributed case: run with --dmlbench", "*1 passed, 1 skipped*"]
+    )
 
 
 def test_fixtures_outside_a_case_say_what_to_do(tmp_path: Path) -> None:
     write_files(tmp_path, **{"test_x.py": "def test_plain(dist):\n    pass\n"})
     result = run_pytest(tmp_path, "--dmlbench")
-    result.lines.fnmatch_lines(["*the 'dist' fixture needs a distributed case; mark the test with @pytest.mark.dmlbench*"])
+    result.lines.fnmatch_lines(
+        ["*the 'dist' fixture needs a distributed case; mark the test with @pytest.mark.dmlbench*"]
+    )
 
 
 @pytest.mark.parametrize(("text", "value"), [("1", 1), (" 4 ", 4), (8, 8)])
