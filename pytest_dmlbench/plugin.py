@@ -32,6 +32,9 @@ CONFIG_KEY = pytest.StashKey[DmlbenchConfig]()
 SESSION_KEY = pytest.StashKey[Any]()
 SETTINGS_KEY = pytest.StashKey[CaseSettings]()
 RUN_KEY = pytest.StashKey[Any]()
+RESULT_KEY = pytest.StashKey[Any]()
+LOCAL_METRICS_KEY = pytest.StashKey[Any]()
+REPORT_ATTR = "dmlbench_result"
 
 SKIP_REASON = "distributed case: run with --dmlbench"
 SCALING_ARG = "dmlbench_world_size"
@@ -113,6 +116,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_dmlbench.session import DmlbenchSession, xdist_workers
 
         config.stash[SESSION_KEY] = DmlbenchSession(settings, cores=os.cpu_count() or 1, workers=xdist_workers())
+        from pytest_dmlbench.collector import ResultsCollector
+
+        config.pluginmanager.register(ResultsCollector(config, settings), "dmlbench-results")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -249,6 +255,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             pyfuncitem.add_report_section("call", f"rank {report.rank} output", report.output)
     statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}
     if run.passed:
+        _record_case(pyfuncitem, settings, backend, run)
         return True
     if not run.world_broken and len(statuses) == 1 and all(r.outcome is not None for r in run.ranks):
         first = run.ranks[0].outcome
@@ -260,11 +267,39 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     raise DistributedCaseFailed(failure_text(run, settings.world_size, backend))
 
 
+def _record_case(item: pytest.Function, settings: CaseSettings, backend: str, run: Any) -> None:
+    """Keep the metrics rank 0 reported (rank-agreed figures are identical on every rank)."""
+    from pytest_dmlbench.recording import case_result, metrics_from_payload, params_of
+
+    first = run.ranks[0].outcome
+    metrics = metrics_from_payload(first.payload) if first is not None else {}
+    if metrics:
+        callspec = getattr(item, "callspec", None)
+        item.stash[RESULT_KEY] = case_result(
+            item.nodeid, params_of(callspec.params if callspec is not None else {}), settings.world_size,
+            backend, metrics, settings.threshold_pct,
+        )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(DistributedCaseFailed):
         report.longrepr = str(call.excinfo.value)
+    if call.when == "call":
+        local = item.stash.get(LOCAL_METRICS_KEY, None)
+        if local is not None and local.metrics and RESULT_KEY not in item.stash:
+            from pytest_dmlbench.recording import case_result, params_of
+
+            callspec = getattr(item, "callspec", None)
+            item.stash[RESULT_KEY] = case_result(
+                item.nodeid, params_of(callspec.params if callspec is not None else {}), 1, "local",
+                local.metrics, None,
+            )
+        result = item.stash.get(RESULT_KEY, None)
+        if result is not None:
+            result.outcome = report.outcome
+            setattr(report, REPORT_ATTR, result.to_dict())
     return report
 
 
@@ -300,3 +335,18 @@ def dist(request: pytest.FixtureRequest) -> _ParentSide:
 def dmlbench(request: pytest.FixtureRequest) -> _ParentSide:
     """Time ``dmlbench(fn, *args, **kwargs)`` on every rank in rank-agreed rounds (dmlbench cases only)."""
     return _case_only(request, "dmlbench")
+
+
+@pytest.fixture
+def dmlbench_metrics(request: pytest.FixtureRequest) -> Any:
+    """Record figures measured in the pytest process (``.record(name, samples, unit=, better=)``).
+
+    For benchmarks that drive something other than a rank world; skipped without ``--dmlbench``.
+    """
+    if not request.config.stash[CONFIG_KEY].enabled:
+        pytest.skip("benchmark: run with --dmlbench")
+    from pytest_dmlbench.recording import LocalMetrics
+
+    metrics = LocalMetrics()
+    request.node.stash[LOCAL_METRICS_KEY] = metrics
+    return metrics
