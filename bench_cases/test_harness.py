@@ -8,6 +8,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -62,7 +63,7 @@ def spawn_per_case(world_size: int) -> float:
 
 
 @pytest.fixture
-def pool() -> WorldPool:
+def pool() -> Iterator[WorldPool]:
     own = WorldPool(lambda: REGISTRY, lambda ws: 1)
     own.start_zygote()
     yield own
