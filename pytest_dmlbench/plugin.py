@@ -33,6 +33,7 @@ SESSION_KEY = pytest.StashKey[Any]()
 SETTINGS_KEY = pytest.StashKey[CaseSettings]()
 RUN_KEY = pytest.StashKey[Any]()
 RESULT_KEY = pytest.StashKey[Any]()
+LAUNCHED_KEY = pytest.StashKey[Any]()
 LOCAL_METRICS_KEY = pytest.StashKey[Any]()
 REPORT_ATTR = "dmlbench_result"
 
@@ -105,6 +106,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     )
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists, so other launched ranks can mute it
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
     try:
@@ -112,19 +114,32 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONFIG_KEY] = settings
-    if settings.enabled:
+    if not settings.enabled:
+        return
+    from pytest_dmlbench.launcher import LaunchedWorld, launched_externally
+
+    if launched_externally(os.environ):
+        launched = LaunchedWorld(settings.backend, settings.timeout_s)
+        config.stash[LAUNCHED_KEY] = launched
+        if launched.rank != 0:  # only rank 0 reports; the verdicts are gathered from every rank
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                config.pluginmanager.unregister(reporter)
+    else:
         from pytest_dmlbench.session import DmlbenchSession, xdist_workers
 
         config.stash[SESSION_KEY] = DmlbenchSession(settings, cores=os.cpu_count() or 1, workers=xdist_workers())
+    if config.stash.get(LAUNCHED_KEY, None) is None or config.stash[LAUNCHED_KEY].rank == 0:
         from pytest_dmlbench.collector import ResultsCollector
 
         config.pluginmanager.register(ResultsCollector(config, settings), "dmlbench-results")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    session = config.stash.get(SESSION_KEY, None)
-    if session is not None:
-        session.close()
+    for key in (SESSION_KEY, LAUNCHED_KEY):
+        owner = config.stash.get(key, None)
+        if owner is not None:
+            owner.close()
 
 
 def _controller_workers(config: pytest.Config) -> int:
@@ -191,6 +206,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    launched = session.config.stash.get(LAUNCHED_KEY, None)
+    if launched is not None:
+        problem = launched.check_same_cases([item.nodeid for item in session.items if SETTINGS_KEY in item.stash])
+        if problem:
+            raise pytest.UsageError(problem)
+        return
     dml = session.config.stash.get(SESSION_KEY, None)
     if dml is None:
         return
@@ -219,6 +240,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     from pytest_dmlbench.world.backend import select_backend
 
+    launched = item.config.stash.get(LAUNCHED_KEY, None)
+    if launched is not None:
+        if settings.world_size != launched.world_size:
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs {settings.world_size} rank(s); the launcher started {launched.world_size}"))
+        item.stash[RUN_KEY] = launched.backend
+        return
     dml = item.config.stash[SESSION_KEY]
     choice = select_backend(settings.backend, settings.world_size,
                             dml.cuda_devices() if settings.backend != "gloo" else 0)
@@ -227,18 +255,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[RUN_KEY] = choice.backend
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    settings = pyfuncitem.stash.get(SETTINGS_KEY, None)
-    if settings is None:
-        return None
+def _run_in_world(pyfuncitem: pytest.Function, settings: CaseSettings, backend: str, uses_bench: bool) -> Any:
+    """Send the item to the ranks of this session's world of its shape."""
     from pytest_dmlbench.session import PreparedCase, UnsendableArgument, split_arguments
 
     dml = pyfuncitem.config.stash[SESSION_KEY]
     if pyfuncitem.nodeid not in dml.registry:
         pytest.fail(f"{pyfuncitem.nodeid} was not collected before the rank processes started; "
                     "distributed cases must be collected up front", pytrace=False)
-    backend = pyfuncitem.stash[RUN_KEY]
     callspec = getattr(pyfuncitem, "callspec", None)
     try:
         registry_args, pickled = split_arguments(
@@ -247,9 +271,24 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         )
     except UnsendableArgument as exc:
         pytest.fail(str(exc), pytrace=False)
-    prepared = PreparedCase(pyfuncitem.nodeid, settings, backend, registry_args, pickled,
-                            uses_bench="dmlbench" in pyfuncitem._fixtureinfo.argnames)
-    run = dml.run(prepared)
+    return dml.run(PreparedCase(pyfuncitem.nodeid, settings, backend, registry_args, pickled, uses_bench))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    settings = pyfuncitem.stash.get(SETTINGS_KEY, None)
+    if settings is None:
+        return None
+    backend = pyfuncitem.stash[RUN_KEY]
+    uses_bench = "dmlbench" in pyfuncitem._fixtureinfo.argnames
+    launched = pyfuncitem.config.stash.get(LAUNCHED_KEY, None)
+    if launched is not None:
+        from pytest_dmlbench.session import case_seed
+
+        kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        run = launched.run(pyfuncitem.obj, kwargs, seed=case_seed(pyfuncitem.nodeid), measure_memory=uses_bench)
+    else:
+        run = _run_in_world(pyfuncitem, settings, backend, uses_bench)
     for report in run.ranks:
         if report.output.strip():
             pyfuncitem.add_report_section("call", f"rank {report.rank} output", report.output)

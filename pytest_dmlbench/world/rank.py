@@ -10,7 +10,6 @@ import faulthandler
 import io
 import os
 import pickle
-import random
 import signal
 import sys
 import time
@@ -21,8 +20,9 @@ from typing import Any, NoReturn
 
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.world.backend import device_for
+from pytest_dmlbench.world.execute import execute_case
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
-from pytest_dmlbench.world.messages import RankOutcome, Ready, RunCase, Shutdown, Status, WorldSpec
+from pytest_dmlbench.world.messages import RankOutcome, Ready, RunCase, Shutdown, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
 
 # Objects replaced at start-up are kept alive so that their finalisers never close a reused descriptor.
@@ -54,36 +54,6 @@ def _redirect_output(out_dir: str, rank: int) -> None:
     _KEEP_ALIVE.append(stack_file)
     faulthandler.enable(file=sys.stderr, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, torch and (when loaded) numpy with one value."""
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed(seed % 2**32)
-
-
-def _classify(exc: BaseException) -> Status:
-    """pytest's skip/xfail outcomes, recognised by class name (they present themselves as builtins)."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if "OutcomeException" in names:
-        if "Skipped" in names:
-            return "skipped"
-        if "XFailed" in names:
-            return "xfailed"
-    return "failed"
-
-
-def _format_exception(exc: BaseException) -> str:
-    """The traceback from the case body down, without this module's frames."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 class RankProcess:
@@ -164,36 +134,22 @@ class RankProcess:
         return kwargs
 
     def run_case(self, message: RunCase) -> RankOutcome:
-        from pytest_dmlbench.bench import RankBench
+        entry = self.registry.get(message.nodeid)
 
-        start = time.perf_counter()
-        bench = RankBench(self.dist, message.options)
-        try:
-            if message.nodeid not in self.registry:
+        def arguments(bench: Any) -> dict[str, Any]:
+            if entry is None:
                 raise LookupError(
                     f"case {message.nodeid!r} was not collected when the ranks started; "
                     "cases must be collected before the first distributed case runs"
                 )
-            kwargs = self._arguments(message, bench)
-            seed_everything(message.seed + self.rank)
-            bench.begin_case(measure_memory=message.measure_memory)
-            result = self.registry[message.nodeid].func(**kwargs)
-            bench.end_case()
-        except BaseException as exc:
-            status = _classify(exc)
-            return RankOutcome(
-                message.case_id,
-                self.rank,
-                status,
-                message=str(getattr(exc, "msg", None) or exc),
-                traceback=_format_exception(exc) if status == "failed" else "",
-                duration_s=time.perf_counter() - start,
-            )
-        payload = bench.payload()
-        if result is not None:
-            payload["returned"] = repr(result)[:200]
-        elapsed = time.perf_counter() - start
-        return RankOutcome(message.case_id, self.rank, "passed", duration_s=elapsed, payload=payload)
+            return self._arguments(message, bench)
+
+        return execute_case(message.case_id, self.dist, entry.func if entry else _missing, arguments,
+                            seed=message.seed, options=message.options, measure_memory=message.measure_memory)
+
+
+def _missing() -> None:
+    raise AssertionError("unreachable: the arguments step reports a missing case")
 
 
 def _leave(code: int) -> NoReturn:
