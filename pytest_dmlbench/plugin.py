@@ -271,7 +271,12 @@ def _run_in_world(pyfuncitem: pytest.Function, settings: CaseSettings, backend: 
         )
     except UnsendableArgument as exc:
         pytest.fail(str(exc), pytrace=False)
-    return dml.run(PreparedCase(pyfuncitem.nodeid, settings, backend, registry_args, pickled, uses_bench))
+    from pytest_dmlbench.errors import WorldError
+
+    try:
+        return dml.run(PreparedCase(pyfuncitem.nodeid, settings, backend, registry_args, pickled, uses_bench))
+    except WorldError as exc:
+        pytest.fail(f"the rank world could not be started: {exc}", pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)

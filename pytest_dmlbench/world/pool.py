@@ -5,13 +5,21 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 
+from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.world.messages import WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
 from pytest_dmlbench.world.world import World
 from pytest_dmlbench.world.zygote import ZygoteHandle
+
+
+def cuda_initialised() -> bool:
+    """Whether this process has initialised CUDA (checked without importing torch)."""
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
 
 
 class WorldPool:
@@ -27,10 +35,12 @@ class WorldPool:
         self._ids = itertools.count(1)
         self.root = tempfile.mkdtemp(prefix=f"dmlbench-{os.getpid()}-")
         self.start_times: list[tuple[int, str, float]] = []
+        self.cuda_initialised_before_fork = False
 
     def start_zygote(self) -> None:
         """Fork the zygote now (call it once collection is complete, before tests touch torch)."""
         if self._zygote is None:
+            self.cuda_initialised_before_fork = cuda_initialised()
             self._zygote = ZygoteHandle.start(self._registry_factory(), os.path.join(self.root, "zygote.log"))
 
     def cuda_devices(self) -> int:
@@ -47,6 +57,12 @@ class WorldPool:
             return current
         self.start_zygote()
         assert self._zygote is not None
+        if backend == "nccl" and self.cuda_initialised_before_fork:
+            raise WorldError(
+                "CUDA was initialised in the pytest process before the rank processes were forked "
+                "(for example a test module that allocates on the GPU at import time); forked ranks cannot "
+                "use CUDA then. Move GPU work into fixtures or case bodies."
+            )
         world_id = next(self._ids)
         out_dir = os.path.join(self.root, f"world{world_id}-{backend}-ws{world_size}")
         os.makedirs(out_dir)

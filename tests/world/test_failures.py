@@ -142,7 +142,7 @@ def test_segfault_shows_the_fatal_error_in_the_rank_output(zoo: Outcome) -> None
 
 
 def test_an_unexpected_world_start_failure_is_reported(tmp_path: Path) -> None:
-    """A rank that cannot join (here: a backend torch does not have) fails the case with the reason."""
+    """A rank that cannot join (here: gloo told to use a missing interface) fails the case with the reason."""
     write_files(tmp_path, **{"test_x.py": """
         import pytest
 
@@ -152,5 +152,25 @@ def test_an_unexpected_world_start_failure_is_reported(tmp_path: Path) -> None:
     """})
     result = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", GLOO_SOCKET_IFNAME="no-such-interface")
     assert result.returncode == 1
-    result.lines.fnmatch_lines(["*WorldError: rank ? (pid *) exit code 1 while joining the process group.*",
-                                "*--- rank ? output ---*", "*no-such-interface*"])
+    result.lines.fnmatch_lines([
+        "*the rank world could not be started: rank ? (pid *) exit code 1 while joining the process group.*",
+        "*--- rank ? output ---*",
+        "*no-such-interface*",
+    ])
+
+
+def test_nccl_world_refused_after_cuda_was_initialised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU exists here, so CUDA having been initialised before the fork is simulated."""
+    import torch
+
+    from pytest_dmlbench.errors import WorldError
+    from pytest_dmlbench.world.pool import WorldPool
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    pool = WorldPool(dict, lambda ws: 1)
+    try:
+        pool.start_zygote()
+        with pytest.raises(WorldError, match="CUDA was initialised in the pytest process before the rank"):
+            pool.world("nccl", 1)
+    finally:
+        pool.close()
