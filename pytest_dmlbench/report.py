@@ -5,16 +5,16 @@ All three read a :class:`RunResults`; verdict columns appear when any case was c
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_dmlbench.baseline.compare import format_quantity
 from pytest_dmlbench.baseline.jsonio import read_results as _read_results
 from pytest_dmlbench.baseline.jsonio import write_results
-from pytest_dmlbench.results import CaseResult, MetricResult, RunResults, Verdict
+from pytest_dmlbench.results import CaseResult, RunResults, Verdict
 
 __all__ = [
     "append_step_summary",
@@ -25,9 +25,14 @@ __all__ = [
     "write_results",
 ]
 
-CASE_WIDTH = 44
+LABEL_WIDTH = 48
 OVERSUBSCRIBED_MARK = "!"
+METRIC_PREFIX = "- "
 _VERDICT_ORDER: tuple[str, ...] = ("regression", "improvement", "new", "unchanged")
+_SCALES = {
+    "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")),
+    "bytes": ((2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"), (1.0, "bytes")),
+}
 
 
 def read_results(path: Path) -> RunResults:
@@ -35,11 +40,16 @@ def read_results(path: Path) -> RunResults:
     return _read_results(Path(path), "Re-create it with `pytest --dmlbench --dmlbench-json PATH`.")
 
 
-def _short_case(nodeid: str, width: int = CASE_WIDTH) -> str:
-    """The node id without its folder, cut from the left so the parameters stay visible."""
-    path, sep, rest = nodeid.partition("::")
+def _case_label(case: CaseResult, flag: bool) -> str:
+    """File name and test id (folders dropped, middle elided when long), world size, oversubscription flag."""
+    path, sep, rest = case.nodeid.partition("::")
     text = path.rsplit("/", 1)[-1] + sep + rest
-    return text if len(text) <= width else "..." + text[-(width - 3) :]
+    suffix = f"  ws={case.world_size}" + (f" {OVERSUBSCRIBED_MARK}" if flag else "")
+    width = LABEL_WIDTH - len(suffix)
+    if len(text) > width:
+        head = (width - 3) // 2
+        text = text[:head] + "..." + text[len(text) - (width - 3 - head) :]
+    return text + suffix
 
 
 def oversubscribed(case: CaseResult, results: RunResults) -> bool:
@@ -56,60 +66,67 @@ def _compared(results: RunResults) -> bool:
     return any(case.verdicts for case in results.cases)
 
 
+def _scale(unit: str, reference: float) -> tuple[float, str]:
+    """Divisor and unit label that make ``reference`` readable (ms for 0.0123 s, MiB for 4e6 bytes)."""
+    scales = _SCALES.get(unit)
+    if not scales or not math.isfinite(reference) or reference == 0:
+        return 1.0, unit
+    for divisor, label in scales:
+        if abs(reference) >= divisor:
+            return divisor, label
+    return scales[-1]
+
+
+def _number(value: float | None, divisor: float) -> str:
+    if value is None or math.isnan(value):
+        return ""
+    return f"{value / divisor:.4g}"
+
+
 def _verdict_cell(verdict: Verdict | None) -> str:
     if verdict is None:
         return "-"
     if verdict.kind in ("regression", "improvement") and verdict.p_value is not None:
         label = verdict.kind.upper() if verdict.kind == "regression" else verdict.kind
-        return f"{label} p={verdict.p_value:.2g}"
+        return f"{label} p={verdict.p_value:.1g}"
     return verdict.kind
 
 
 def _change_cell(verdict: Verdict | None) -> str:
-    if verdict is None or verdict.ratio is None or verdict.ratio != verdict.ratio:
-        return ""
+    if verdict is None or verdict.ratio is None or not math.isfinite(verdict.ratio):
+        return "" if verdict is None or verdict.ratio is None or math.isnan(verdict.ratio) else "inf"
     return f"{(verdict.ratio - 1) * 100:+.1f}%"
 
 
-def _metric_cells(metric: MetricResult) -> list[str]:
-    stats = metric.stats
-    return [
-        metric.name,
-        format_quantity(stats.median, metric.unit),
-        format_quantity(stats.iqr, metric.unit),
-        str(stats.rounds),
-    ]
-
-
 def table_rows(results: RunResults) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows: the first row of a case names it; one row per metric below it."""
+    """Headers and rows: a row naming each case, then one indented row per metric.
+
+    Median, IQR and baseline share one unit per row (shown with the median), scaled for readability.
+    """
     compared = _compared(results)
-    headers = ["case", "ws", "metric", "median", "IQR", "n"]
+    headers = ["case / metric", "median", "IQR", "n"]
     if compared:
         headers += ["baseline", "change", "verdict"]
-    headers.append("")
     rows: list[list[str]] = []
     for case in results.cases:
         by_metric = {v.metric: v for v in case.verdicts}
-        flag = OVERSUBSCRIBED_MARK if oversubscribed(case, results) else ""
-        first = True
-        metrics: list[MetricResult | None] = [*case.metrics.values()] or [None]
-        for metric in metrics:
-            head = [_short_case(case.nodeid), str(case.world_size)] if first else ["", ""]
-            cells = _metric_cells(metric) if metric is not None else [f"({case.outcome})", "", "", ""]
-            row = head + cells
+        outcome = "" if case.outcome == "passed" else case.outcome
+        rows.append([_case_label(case, oversubscribed(case, results)), outcome] + [""] * (len(headers) - 2))
+        for metric in case.metrics.values():
+            stats = metric.stats
+            divisor, unit = _scale(metric.unit, stats.median)
+            median = _number(stats.median, divisor)
+            row = [
+                "  " + metric.name,
+                f"{median} {unit}".strip() if median else "n/a",
+                _number(stats.iqr, divisor),
+                str(stats.rounds),
+            ]
             if compared:
-                verdict = by_metric.get(metric.name) if metric is not None else None
-                unit = metric.unit if metric is not None else ""
-                base = format_quantity(verdict.baseline_median, unit) if verdict else ""
-                row += [
-                    base if verdict and verdict.kind != "new" else "",
-                    _change_cell(verdict),
-                    _verdict_cell(verdict),
-                ]
-            row.append(flag if first else "")
+                verdict = by_metric.get(metric.name)
+                base = _number(verdict.baseline_median, divisor) if verdict is not None else ""
+                row += [base, _change_cell(verdict), _verdict_cell(verdict)]
             rows.append(row)
-            first = False
     return headers, rows
 
 
