@@ -117,7 +117,7 @@ def table_rows(results: RunResults) -> tuple[list[str], list[list[str]]]:
             divisor, unit = _scale(metric.unit, stats.median)
             median = _number(stats.median, divisor)
             row = [
-                "  " + metric.name,
+                METRIC_PREFIX + metric.name,
                 f"{median} {unit}".strip() if median else "n/a",
                 _number(stats.iqr, divisor),
                 str(stats.rounds),

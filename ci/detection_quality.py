@@ -1,0 +1,236 @@
+"""Detection quality of the regression rule on this machine, beside pytest-benchmark's ``median:10%``.
+
+A real workload (a small MLP training step with torch, one thread) is timed in many runs of ROUNDS rounds.
+Runs come in triples taken one after another: a baseline run, an unchanged run and a run whose every
+step is followed by extra busy work lasting 15 % of the step's median duration (calibrated once before
+recording), the last two in random order.
+
+* false regressions: unchanged run vs its baseline, over every compared metric (step time and
+  throughput), counted for our rule (median beyond the threshold AND one-sided Mann-Whitney U p < alpha)
+  and for pytest-benchmark's rule (fail when median(current) / median(baseline) - 1 > 10 %);
+* detection: slowed run vs its baseline, step-time metric flagged as a regression.
+
+Each figure is computed for several round counts from the same runs (the first R rounds of each run), so
+the script also shows how many rounds per run the plugin needs. Usage::
+
+    python ci/detection_quality.py               # default: 300 triples of 40 rounds, a few minutes
+    python ci/detection_quality.py --triples 50  # quicker, coarser
+
+Exit status 0 when the recommended round count meets both targets (<= 1 % false, >= 95 % detected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_dmlbench.baseline.compare import compare_metric
+from pytest_dmlbench.results import MetricResult
+
+BATCH = 64
+FALSE_TARGET = 0.01
+DETECT_TARGET = 0.95
+
+
+def make_step(width: int, depth: int) -> Callable[[], None]:
+    """One SGD training step of a small MLP on a fixed batch (real forward, backward and update)."""
+    import torch
+
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs, targets = torch.randn(BATCH, width), torch.randint(0, 10, (BATCH,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(inputs), targets).backward()
+        optimizer.step()
+
+    return step
+
+
+def busy_for(seconds: float) -> None:
+    """Extra CPU work lasting ``seconds`` (a spin on the clock, as a slower kernel would spend it)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def calibrate(step: Callable[[], None], steps: int = 200) -> float:
+    """Median duration of the unchanged step, measured before recording."""
+    durations = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        durations.append(time.perf_counter() - start)
+    return statistics.median(durations)
+
+
+def timed_run(step: Callable[[], None], rounds: int, extra_s: float, warmup: int) -> list[float]:
+    """Wall time of each of ``rounds`` steps, each followed by ``extra_s`` of extra busy work."""
+    for _ in range(warmup):
+        step()
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        step()
+        if extra_s:
+            busy_for(extra_s)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+@dataclass
+class Triple:
+    baseline: list[float]
+    unchanged: list[float]
+    slowed: list[float]
+
+
+def record(triples: int, rounds: int, slowdown: float, warmup: int, seed: int, width: int) -> list[Triple]:
+    step = make_step(width, depth=3)
+    extra_s = slowdown * calibrate(step)
+    rng = random.Random(seed)
+    recorded = []
+    for index in range(triples):
+        baseline = timed_run(step, rounds, 0.0, warmup)
+        if rng.random() < 0.5:
+            unchanged = timed_run(step, rounds, 0.0, warmup)
+            slowed = timed_run(step, rounds, extra_s, warmup)
+        else:
+            slowed = timed_run(step, rounds, extra_s, warmup)
+            unchanged = timed_run(step, rounds, 0.0, warmup)
+        recorded.append(Triple(baseline, unchanged, slowed))
+        if (index + 1) % 50 == 0:
+            print(f"  recorded {index + 1}/{triples} triples", file=sys.stderr, flush=True)
+    return recorded
+
+
+def metrics(samples: Sequence[float]) -> list[MetricResult]:
+    return [
+        MetricResult.of("step_time_s", samples),
+        MetricResult.of("throughput_samples_per_s", [BATCH / s for s in samples]),
+    ]
+
+
+def ours_flags(base: MetricResult, current: MetricResult, threshold: float, alpha: float) -> bool:
+    verdict = compare_metric(base, current, threshold, alpha)
+    return verdict is not None and verdict.kind == "regression"
+
+
+def median_rule_flags(base: MetricResult, current: MetricResult, threshold: float) -> bool:
+    """pytest-benchmark's ``--benchmark-compare-fail=median:10%`` on the same samples."""
+    ratio = statistics.median(current.samples) / statistics.median(base.samples)
+    if base.better == "higher":  # pytest-benchmark compares times; a throughput drop is a time rise
+        ratio = 1.0 / ratio
+    return ratio - 1.0 > threshold / 100.0
+
+
+@dataclass
+class Rates:
+    rounds: int
+    comparisons: int
+    ours_false: int
+    ours_detected: int
+    median_rule_false: int
+    median_rule_detected: int
+    slowdown_median: float
+
+    def ours_ok(self, triples: int) -> bool:
+        return (
+            self.ours_false <= FALSE_TARGET * self.comparisons
+            and self.ours_detected >= DETECT_TARGET * triples
+        )
+
+
+def evaluate(triples: list[Triple], rounds: int, threshold: float, alpha: float) -> Rates:
+    rates = Rates(rounds, 0, 0, 0, 0, 0, 0.0)
+    ratios = []
+    for triple in triples:
+        base = metrics(triple.baseline[:rounds])
+        for b, u in zip(base, metrics(triple.unchanged[:rounds]), strict=True):
+            rates.comparisons += 1
+            rates.ours_false += ours_flags(b, u, threshold, alpha)
+            rates.median_rule_false += median_rule_flags(b, u, threshold)
+        slow_step = metrics(triple.slowed[:rounds])[0]
+        rates.ours_detected += ours_flags(base[0], slow_step, threshold, alpha)
+        rates.median_rule_detected += median_rule_flags(base[0], slow_step, threshold)
+        ratios.append(statistics.median(slow_step.samples) / statistics.median(base[0].samples))
+    rates.slowdown_median = statistics.median(ratios) - 1.0
+    return rates
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--triples", type=int, default=300, help="baseline/unchanged/slowed run triples")
+    parser.add_argument("--rounds", type=int, nargs="+", default=[5, 10, 15, 20, 30, 40])
+    parser.add_argument("--slowdown", type=float, default=0.15, help="injected extra work per step")
+    parser.add_argument("--threshold", type=float, default=10.0, help="regression threshold, percent")
+    parser.add_argument("--alpha", type=float, default=0.01)
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each run")
+    parser.add_argument("--width", type=int, default=256, help="MLP width (sets the step time)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    print(
+        f"recording {args.triples} triples x {max(args.rounds)} rounds (torch {torch.__version__}, 1 thread)",
+        file=sys.stderr,
+        flush=True,
+    )
+    triples = record(args.triples, max(args.rounds), args.slowdown, args.warmup, args.seed, args.width)
+    step_median = statistics.median(s for t in triples for s in t.baseline)
+    n = len(triples)
+    print(
+        f"\nworkload: MLP {args.width}x3, batch {BATCH}, median step {step_median * 1e3:.2f} ms; "
+        f"{n} triples; injected slowdown {args.slowdown:.0%}; threshold {args.threshold:g}%, "
+        f"alpha {args.alpha:g}; recorded in {time.perf_counter() - started:.0f} s\n"
+    )
+    header = (
+        f"{'rounds':>6} | {'ours: false reg.':>18} | {'ours: detected':>16} | "
+        f"{'median:10%: false':>18} | {'median:10%: detected':>20} | {'observed slowdown':>17}"
+    )
+    print(header)
+    print("-" * len(header))
+    results = []
+    for rounds in sorted(args.rounds):
+        r = evaluate(triples, rounds, args.threshold, args.alpha)
+        results.append(r)
+        print(
+            f"{rounds:>6} | {r.ours_false:>4}/{r.comparisons:<4} {r.ours_false / r.comparisons:>6.1%} | "
+            f"{r.ours_detected:>4}/{n:<4} {r.ours_detected / n:>6.1%} | "
+            f"{r.median_rule_false:>4}/{r.comparisons:<4} {r.median_rule_false / r.comparisons:>6.1%} | "
+            f"{r.median_rule_detected:>6}/{n:<4} {r.median_rule_detected / n:>8.1%} | "
+            f"{r.slowdown_median:>+16.1%}"
+        )
+    meeting = [r for r in results if r.ours_ok(n)]
+    print()
+    if meeting:
+        print(
+            f"smallest round count meeting both targets (<= {FALSE_TARGET:.0%} false regressions, "
+            f">= {DETECT_TARGET:.0%} detected): {meeting[0].rounds}"
+        )
+        return 0
+    print(f"no round count met both targets (<= {FALSE_TARGET:.0%} false, >= {DETECT_TARGET:.0%} detected)")
+    return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
