@@ -37,11 +37,8 @@ def _machine_folders(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and baseline_files(p))
 
 
-def load_any(path: Path, machine: dict[str, object] | None = None) -> list[tuple[str, RunResults]]:
-    """Read a results/baseline file, a machine folder, or a baselines root (labelled per machine folder).
-
-    With ``machine`` given, a baselines root resolves to that machine's folder only.
-    """
+def load_any(path: Path) -> list[tuple[str, RunResults]]:
+    """Read a results/baseline file, a machine folder, or a baselines root (one entry per machine folder)."""
     if path.is_file():
         return [(str(path), _read_file(path))]
     if not path.is_dir():
@@ -53,17 +50,29 @@ def load_any(path: Path, machine: dict[str, object] | None = None) -> list[tuple
         raise DmlbenchError(
             f"{path}: holds no baseline files (*.json) nor machine folders with any.\n{FILE_HINT}"
         )
-    if machine is None:
-        return [(str(folder), load_folder(folder)) for folder in folders]
-    key = machine_key(machine)
-    if not (path / key).is_dir():
-        names = ", ".join(f.name for f in folders)
+    return [(str(folder), load_folder(folder)) for folder in folders]
+
+
+def load_baseline_for(path: Path, current: RunResults) -> tuple[str, RunResults]:
+    """The baseline to compare ``current`` with; a baselines root resolves to the folders of the results'
+    machine, one per backend its cases used (the backend is part of the machine key)."""
+    if path.is_file() or baseline_files(path) or not path.is_dir():
+        [(label, baseline)] = load_any(path)
+        return label, baseline
+    backends = sorted({case.backend for case in current.cases} or {str(current.machine.get("backend"))})
+    keys = [machine_key({**current.machine, "backend": backend}) for backend in backends]
+    found = [key for key in keys if baseline_files(path / key)]
+    if not found:
+        names = ", ".join(f.name for f in _machine_folders(path)) or "nothing"
         raise DmlbenchError(
-            f"{path}: no baseline for this machine (key {key}); it has: {names}.\n"
+            f"{path}: no baseline for this machine (key {', '.join(keys)}); it has: {names}.\n"
             "Pass one of these folders explicitly to compare across machines, or save baselines on this "
             "machine with `pytest --dmlbench --dmlbench-save`."
         )
-    return [(str(path / key), load_folder(path / key))]
+    merged = load_folder(path / found[0])
+    for key in found[1:]:
+        merged.cases.extend(load_folder(path / key).cases)
+    return ", ".join(str(path / key) for key in found), merged
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -73,7 +82,7 @@ def _compare(args: argparse.Namespace) -> int:
         refresh_command="pytest --dmlbench {nodeid} --dmlbench-save",
     )
     current = _read_file(Path(args.results))
-    [(label, baseline)] = load_any(Path(args.baseline), current.machine)
+    label, baseline = load_baseline_for(Path(args.baseline), current)
     compared = compare_run(baseline, current, settings)
     print(f"baseline: {label}\nresults:  {args.results}")
     print(terminal_table(compared))

@@ -133,3 +133,18 @@ def test_show_of_an_empty_folder_exits_2(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     proc = run_cli("show", tmp_path / "empty", cwd=tmp_path)
     assert proc.returncode == 2 and "holds no baseline files" in proc.stderr
+
+
+def test_baselines_root_resolves_one_machine_folder_per_backend(tmp_path: Path) -> None:
+    gloo_case, nccl_case = make_case(NODE_A, 0.010, seed=1), make_case(NODE_B, 0.010, seed=2)
+    nccl_case.backend = "nccl"
+    root = tmp_path / "baselines"
+    BaselineStore(root, MACHINE).save_case(gloo_case)
+    BaselineStore(root, {**MACHINE, "backend": "nccl"}).save_case(nccl_case)
+    slower_nccl = make_case(NODE_B, 0.013, seed=3)
+    slower_nccl.backend = "nccl"
+    write_results(tmp_path / "cur.json", make_run([make_case(NODE_A, 0.010, seed=4), slower_nccl]))
+    proc = run_cli("compare", root, tmp_path / "cur.json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{NODE_B}\n  step_time_s regressed" in proc.stdout
+    assert "new" not in proc.stdout.split("verdicts:")[1]  # both cases found their baseline
