@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdicts = {}
     for clock, title in (
         ("wall", "wall-clock step time (what step_time_s measures)"),
-        ("cpu", "thread CPU time of the step (insensitive to other processes' load)"),
+        ("cpu", "thread CPU time of the step (excludes time other processes hold the CPU)"),
     ):
         step_median = statistics.median(s for t in triples for s in getattr(t.baseline, clock))
         print(f"\n{title}: median step {step_median * 1e3:.2f} ms")
