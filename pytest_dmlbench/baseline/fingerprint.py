@@ -54,7 +54,11 @@ def _cpu_mhz() -> float | None:
 
 
 def _torch_facts() -> dict[str, Any]:
-    """torch, CUDA and NCCL versions and GPU names; imported here so the plugin starts without torch."""
+    """torch, CUDA and NCCL versions and GPU names; imported here so the plugin starts without torch.
+
+    With GPUs present this initialises CUDA in the calling process: call it on a rank, or in a parent that
+    starts its ranks with ``spawn`` (never fork after CUDA initialisation).
+    """
     import torch
 
     facts: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "nccl": None, "gpus": []}

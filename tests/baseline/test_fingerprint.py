@@ -62,3 +62,17 @@ def test_fingerprint_module_imports_torch_lazily() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_gpu_fields_on_a_cuda_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mocked: this machine has no GPU, so the CUDA queries are replaced by a two-GPU answer."""
+    import torch
+
+    names = ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(names))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: names[i])
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 21, 5))
+    fingerprint = machine_fingerprint("nccl")
+    assert fingerprint["gpus"] == names and fingerprint["nccl"] == "2.21.5"
+    assert machine_key(fingerprint) != machine_key({**fingerprint, "gpus": names[:1]})
