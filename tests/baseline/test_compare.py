@@ -6,6 +6,8 @@ import math
 
 import pytest
 from casefactory import make_case, make_run, step_samples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_dmlbench.baseline.compare import (
     CompareSettings,
@@ -201,3 +203,25 @@ def test_bad_case_threshold_names_the_case() -> None:
 def test_bad_alpha_is_a_config_error(bad: float) -> None:
     with pytest.raises(ConfigError, match="alpha must be"):
         CompareSettings(alpha=bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(0.001, 1.0), min_size=1, max_size=25),
+    st.lists(st.floats(0.001, 1.0), min_size=1, max_size=25),
+    st.sampled_from([2.0**-10, 0.5, 2.0, 2.0**20]),  # powers of two scale exactly: no new ties
+)
+def test_rule_is_unit_free_and_mirrors_between_directions(
+    base: list[float], cur: list[float], scale: float
+) -> None:
+    """Scaling both sides leaves the verdict alone; swapping the sides turns a regression into an
+    improvement (the p-value is symmetric; the percentage is of the other median, hence the margin)."""
+    verdict = compare_metric(step(base), step(cur), 10.0)
+    scaled = compare_metric(step([x * scale for x in base]), step([x * scale for x in cur]), 10.0)
+    swapped = compare_metric(step(cur), step(base), 10.0)
+    assert verdict is not None and scaled is not None and swapped is not None
+    assert scaled.kind == verdict.kind
+    if verdict.kind == "regression" and verdict.ratio is not None and verdict.ratio > 1 / 0.9:
+        assert swapped.kind == "improvement" and swapped.p_value == pytest.approx(verdict.p_value)
+    if verdict.kind == "improvement":
+        assert swapped.kind == "regression" and swapped.p_value == pytest.approx(verdict.p_value)
