@@ -19,6 +19,7 @@ from pytest_dmlbench.errors import BaselineError
 from pytest_dmlbench.results import SCHEMA_VERSION, RunResults
 
 TEMP_PREFIX = ".tmp-"
+FILE_MODE = 0o644
 
 
 def dumps_strict(document: Any) -> str:
@@ -32,6 +33,7 @@ def write_atomic(path: Path, text: str) -> None:
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.chmod(temp_name, FILE_MODE)  # mkstemp makes 0600; baselines are shared files
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

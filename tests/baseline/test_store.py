@@ -177,3 +177,8 @@ def test_concurrent_saves_from_several_processes_lose_nothing(tmp_path: Path) ->
     assert not [p for p in store.folder.iterdir() if p.name.startswith(".tmp-")]
     shared = store.load_case("bench_cases/test_w.py::test_shared")
     assert shared is not None  # one complete file: the last writer's
+
+
+def test_saved_files_are_readable_by_others(tmp_path: Path) -> None:
+    path = BaselineStore(tmp_path, MACHINE).save_case(make_case(NODEID))
+    assert path.stat().st_mode & 0o777 == 0o644
