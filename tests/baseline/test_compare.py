@@ -36,6 +36,7 @@ def test_a_large_significant_slowdown_is_a_regression_with_full_evidence() -> No
     cur = step(step_samples(0.0125, 20, seed=2))
     verdict = compare_metric(base, cur, 10.0, 0.01, "pytest --dmlbench x.py::t --dmlbench-save")
     assert verdict is not None and verdict.kind == "regression"
+    assert verdict.current_median is not None and verdict.baseline_median is not None
     assert verdict.ratio == pytest.approx(verdict.current_median / verdict.baseline_median)
     assert verdict.p_value is not None and verdict.p_value < 1e-6
     msg = verdict.message
