@@ -79,19 +79,41 @@ def calibrate(step: Callable[[], None], steps: int = 200) -> float:
     return statistics.median(durations)
 
 
+def make_reference() -> Callable[[], None]:
+    """A fixed reference kernel (a chain of small matrix products) that no code change touches."""
+    import torch
+
+    matrix = torch.randn(192, 192)
+
+    def reference() -> None:
+        x = matrix
+        for _ in range(8):
+            x = torch.mm(x, matrix).clamp_(-1.0, 1.0)
+
+    return reference
+
+
 @dataclass
 class Run:
-    """Per-round wall-clock and thread-CPU times of one run."""
+    """Per-round wall-clock and thread-CPU times of one run, and the step time divided by the wall time
+    of the reference kernel run right after it in the same round (empty unless ``--reference``)."""
 
     wall: list[float]
     cpu: list[float]
+    normalized: list[float]
 
 
-def timed_run(step: Callable[[], None], rounds: int, extra_cpu_s: float, warmup: int) -> Run:
+def timed_run(
+    step: Callable[[], None],
+    rounds: int,
+    extra_cpu_s: float,
+    warmup: int,
+    reference: Callable[[], None] | None = None,
+) -> Run:
     """Time ``rounds`` steps, each followed by ``extra_cpu_s`` of extra CPU work."""
     for _ in range(warmup):
         step()
-    run = Run([], [])
+    run = Run([], [], [])
     for _ in range(rounds):
         wall, cpu = time.perf_counter(), time.thread_time()
         step()
@@ -99,6 +121,10 @@ def timed_run(step: Callable[[], None], rounds: int, extra_cpu_s: float, warmup:
             busy_cpu(extra_cpu_s)
         run.cpu.append(time.thread_time() - cpu)
         run.wall.append(time.perf_counter() - wall)
+        if reference is not None:
+            start = time.perf_counter()
+            reference()
+            run.normalized.append(run.wall[-1] / (time.perf_counter() - start))
     return run
 
 
@@ -109,19 +135,22 @@ class Triple:
     slowed: Run
 
 
-def record(triples: int, rounds: int, slowdown: float, warmup: int, seed: int, width: int) -> list[Triple]:
+def record(
+    triples: int, rounds: int, slowdown: float, warmup: int, seed: int, width: int, use_reference: bool
+) -> list[Triple]:
     step = make_step(width, depth=3)
+    reference = make_reference() if use_reference else None
     extra_s = slowdown * calibrate(step)
     rng = random.Random(seed)
     recorded = []
     for index in range(triples):
-        baseline = timed_run(step, rounds, 0.0, warmup)
+        baseline = timed_run(step, rounds, 0.0, warmup, reference)
         if rng.random() < 0.5:
-            unchanged = timed_run(step, rounds, 0.0, warmup)
-            slowed = timed_run(step, rounds, extra_s, warmup)
+            unchanged = timed_run(step, rounds, 0.0, warmup, reference)
+            slowed = timed_run(step, rounds, extra_s, warmup, reference)
         else:
-            slowed = timed_run(step, rounds, extra_s, warmup)
-            unchanged = timed_run(step, rounds, 0.0, warmup)
+            slowed = timed_run(step, rounds, extra_s, warmup, reference)
+            unchanged = timed_run(step, rounds, 0.0, warmup, reference)
         recorded.append(Triple(baseline, unchanged, slowed))
         if (index + 1) % 50 == 0:
             print(f"  recorded {index + 1}/{triples} triples", file=sys.stderr, flush=True)
@@ -194,6 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each run")
     parser.add_argument("--width", type=int, default=256, help="MLP width (sets the step time)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also time a fixed reference kernel each round and evaluate step time / reference time",
+    )
     parser.add_argument("--samples-json", metavar="PATH", help="also write every recorded sample to PATH")
     args = parser.parse_args(argv)
 
@@ -206,7 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
-    triples = record(args.triples, max(args.rounds), args.slowdown, args.warmup, args.seed, args.width)
+    triples = record(
+        args.triples, max(args.rounds), args.slowdown, args.warmup, args.seed, args.width, args.reference
+    )
     n = len(triples)
     print(
         f"\nworkload: MLP {args.width}x3, batch {BATCH}, 1 thread; {n} triples; injected extra CPU work "
@@ -216,12 +252,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.samples_json:
         Path(args.samples_json).write_text(json.dumps([asdict(t) for t in triples]))
     verdicts = {}
-    for clock, title in (
+    clocks = [
         ("wall", "wall-clock step time (what step_time_s measures)"),
         ("cpu", "thread CPU time of the step (excludes time other processes hold the CPU)"),
-    ):
-        step_median = statistics.median(s for t in triples for s in getattr(t.baseline, clock))
-        print(f"\n{title}: median step {step_median * 1e3:.2f} ms")
+    ]
+    if args.reference:
+        clocks.append(
+            ("normalized", "step wall time / wall time of a fixed reference kernel in the same round")
+        )
+    for clock, title in clocks:
+        median = statistics.median(s for t in triples for s in getattr(t.baseline, clock))
+        print(
+            f"\n{title}: median "
+            + (f"{median:.3f}" if clock == "normalized" else f"step {median * 1e3:.2f} ms")
+        )
         verdicts[clock] = print_table(triples, clock, sorted(args.rounds), args.threshold, args.alpha)
     return 0 if verdicts["wall"] else 1
 
