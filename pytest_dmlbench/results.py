@@ -133,11 +133,11 @@ class Verdict:
         return cls(
             metric=data["metric"],
             kind=data["kind"],
-            baseline_median=_from_json_float(data.get("baseline_median")),
-            current_median=_from_json_float(data.get("current_median")),
-            ratio=_from_json_float(data.get("ratio")),
+            baseline_median=_optional_float(data.get("baseline_median")),
+            current_median=_optional_float(data.get("current_median")),
+            ratio=_optional_float(data.get("ratio")),
             threshold_pct=float(data["threshold_pct"]),
-            p_value=_from_json_float(data.get("p_value")),
+            p_value=_optional_float(data.get("p_value")),
             message=str(data.get("message", "")),
         )
 
@@ -241,3 +241,8 @@ def _from_json_float(x: Any) -> float:
     if isinstance(x, bool) or not isinstance(x, int | float):
         raise ValueError(f"not a number: {x!r}")
     return float(x)
+
+
+def _optional_float(x: Any) -> float | None:
+    """Like _from_json_float, but null stays None (a verdict field that does not apply)."""
+    return None if x is None else _from_json_float(x)

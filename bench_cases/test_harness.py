@@ -1,0 +1,116 @@
+"""The harness's own figures: world start, per-case dispatch and hang recovery, beside spawning fresh
+processes per case the way torch's ``MultiProcessTestCase`` does, all measured in the same run."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from pytest_dmlbench.world.pool import WorldPool
+from pytest_dmlbench.world.registry import CaseEntry
+
+DISPATCH_ROUNDS = 200
+RESTARTS = 5
+SPAWN_ROUNDS = 3
+HANG_TIMEOUT_S = 1.0
+
+
+def trivial_case(dist: object) -> None:
+    """The cheapest possible case: nothing but the round trip to every rank."""
+
+
+def hanging_case(dist: object) -> None:
+    time.sleep(3600)
+
+
+REGISTRY = {
+    "trivial": CaseEntry(trivial_case, ("dist",), {}),
+    "hang": CaseEntry(hanging_case, ("dist",), {}),
+}
+
+
+def _spawned_rank(rank: int, world_size: int, store_path: str) -> None:
+    import torch.distributed as td
+
+    store = td.FileStore(store_path, world_size)
+    td.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=60))
+    trivial_case(None)
+    td.barrier()
+    td.destroy_process_group()
+
+
+def spawn_per_case(world_size: int) -> float:
+    """One case the MultiProcessTestCase way: spawn every rank, rendezvous, run, join."""
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as folder:
+        begin = time.perf_counter()
+        procs = [context.Process(target=_spawned_rank, args=(r, world_size, os.path.join(folder, "store")))
+                 for r in range(world_size)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(120)
+        elapsed = time.perf_counter() - begin
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    return elapsed
+
+
+@pytest.fixture
+def pool() -> Iterator[WorldPool]:
+    own = WorldPool(lambda: REGISTRY, lambda ws: 1)
+    own.start_zygote()
+    yield own
+    own.close()
+
+
+def _run(pool: WorldPool, world_size: int, name: str, timeout_s: float) -> tuple[float, bool]:
+    """Run one case; the time includes (re)starting the world when the last case broke it."""
+    begin = time.perf_counter()
+    world = pool.world("gloo", world_size)
+    run = world.run(name, seed=0, registry_args=(), pickled_args=b"", measure_memory=False, options={},
+                    timeout_s=timeout_s)
+    return time.perf_counter() - begin, run.passed
+
+
+@pytest.mark.parametrize("world_size", [2, 4], ids=["ws2", "ws4"])
+def test_start_and_dispatch(world_size: int, pool: WorldPool, dmlbench_metrics: object) -> None:
+    starts = []
+    for _ in range(RESTARTS):
+        pool.world("gloo", world_size).kill()
+        world = pool.world("gloo", world_size)
+        starts.append(world.start_s)
+    dispatch = []
+    for _ in range(DISPATCH_ROUNDS):
+        elapsed, passed = _run(pool, world_size, "trivial", 30)
+        assert passed
+        dispatch.append(elapsed)
+    spawned = [spawn_per_case(world_size) for _ in range(SPAWN_ROUNDS)]
+    dmlbench_metrics.record("world_start_s", starts)  # type: ignore[attr-defined]
+    dmlbench_metrics.record("dispatch_overhead_s", dispatch)  # type: ignore[attr-defined]
+    dmlbench_metrics.record("spawn_per_case_s", spawned, unit="s", better=None)  # type: ignore[attr-defined]
+    ratio = statistics.median(spawned) / statistics.median(dispatch)
+    dmlbench_metrics.record("spawn_vs_dispatch", ratio, unit="x", better=None)  # type: ignore[attr-defined]
+    print(f"ws{world_size}: start median {statistics.median(starts) * 1e3:.1f} ms, dispatch median "
+          f"{statistics.median(dispatch) * 1e3:.2f} ms, spawn per case {statistics.median(spawned):.2f} s "
+          f"({ratio:.0f}x the dispatch)")
+
+
+def test_hang_recovery(pool: WorldPool, dmlbench_metrics: object) -> None:
+    """A hung case costs its timeout plus stack dumps, teardown and the restart; the next case passes."""
+    pool.world("gloo", 4)
+    costs = []
+    for _ in range(3):
+        elapsed, passed = _run(pool, 4, "hang", HANG_TIMEOUT_S)
+        assert not passed
+        elapsed_next, passed_next = _run(pool, 4, "trivial", 30)
+        assert passed_next
+        costs.append(elapsed - HANG_TIMEOUT_S + elapsed_next)
+    dmlbench_metrics.record("hang_overhead_s", costs, unit="s", better="lower")  # type: ignore[attr-defined]
+    print(f"hung case: timeout + {statistics.median(costs):.2f} s (median of {len(costs)})")

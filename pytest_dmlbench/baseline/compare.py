@@ -1,0 +1,223 @@
+"""The verdict rule: a metric regresses only when the change is both large and significant.
+
+For a metric whose better direction is known, a **regression** needs the median to move the bad way by
+more than the threshold percent AND a one-sided Mann-Whitney U test on the raw samples to give p < alpha.
+An **improvement** is the mirror image; anything else is **unchanged**; a metric or case without a
+baseline is **new**. Metrics without a direction are informational and get no verdict. NaN samples are
+dropped, counted and reported in the verdict's message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pytest_dmlbench.baseline.mannwhitney import Alternative, MannWhitneyResult, mann_whitney_u
+from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.results import CaseResult, MetricResult, RunResults, Verdict
+
+VerdictKind = Literal["regression", "improvement", "unchanged", "new"]
+
+DEFAULT_THRESHOLD_PCT = 10.0
+DEFAULT_ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """Run-wide comparison settings (``--dmlbench-threshold``, alpha, the refresh command shown)."""
+
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT
+    alpha: float = DEFAULT_ALPHA
+    refresh_command: str = "pytest --dmlbench {nodeid} --dmlbench-save"
+
+    def __post_init__(self) -> None:
+        check_threshold(self.threshold_pct, "--dmlbench-threshold")
+        if not (isinstance(self.alpha, float | int) and 0.0 < self.alpha < 1.0):
+            raise ConfigError(f"alpha must be a number between 0 and 1 (exclusive), got {self.alpha!r}")
+
+    def threshold_for(self, case: CaseResult) -> float:
+        """Per-case threshold (marker ``threshold=``) beats the run default."""
+        if case.threshold_pct is None:
+            return self.threshold_pct
+        return check_threshold(case.threshold_pct, f"threshold of {case.nodeid}")
+
+
+def check_threshold(value: object, where: str) -> float:
+    """A threshold is a finite percentage >= 0; anything else is a ConfigError naming where it came from."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{where}: threshold must be a percentage >= 0 (e.g. 10 for 10 %), got {value!r}")
+    return float(value)
+
+
+def format_quantity(value: float | None, unit: str) -> str:
+    """A value with its unit, scaled for seconds and bytes (``12.3 ms``, ``4.00 MiB``)."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    if unit == "s" and value != 0 and abs(value) < 1:
+        for factor, name in ((1e3, "ms"), (1e6, "us"), (1e9, "ns")):
+            scaled = value * factor
+            if abs(scaled) >= 1 or name == "ns":
+                return f"{scaled:.3g} {name}"
+    if unit == "bytes" and abs(value) >= 1024:
+        for exponent, name in ((3, "GiB"), (2, "MiB"), (1, "KiB")):
+            if abs(value) >= 1024**exponent:
+                return f"{value / 1024**exponent:.3g} {name}"
+    text = f"{value:.4g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _finite(samples: Sequence[float]) -> tuple[list[float], int]:
+    kept = [s for s in samples if not math.isnan(s)]
+    return kept, len(samples) - len(kept)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def _ratio(current: float, baseline: float) -> float:
+    if baseline == 0.0:
+        return 1.0 if current == 0.0 else math.copysign(math.inf, current)
+    return current / baseline
+
+
+def _bad_change_pct(ratio: float, better: str) -> float:
+    """How far the median moved the bad way, in percent of the baseline median (negative: the good way)."""
+    return (ratio - 1.0) * 100.0 if better == "lower" else (1.0 - ratio) * 100.0
+
+
+def _test_description(test: MannWhitneyResult, alpha: float) -> str:
+    relation = "<" if test.p_value < alpha else ">="
+    text = (
+        f"one-sided Mann-Whitney U p={test.p_value:.3g} {relation} alpha {alpha:g} "
+        f"({test.method}; {test.n2} baseline vs {test.n1} current samples)"
+    )
+    if test.min_attainable_p >= alpha:
+        text += (
+            f"; with {test.n2} baseline and {test.n1} current samples no test can reach p < {alpha:g} "
+            f"(smallest attainable p={test.min_attainable_p:.3g}): record more rounds"
+        )
+    return text
+
+
+def compare_metric(
+    baseline: MetricResult | None,
+    current: MetricResult,
+    threshold_pct: float,
+    alpha: float = DEFAULT_ALPHA,
+    refresh_command: str = "pytest --dmlbench ... --dmlbench-save",
+) -> Verdict | None:
+    """The verdict on one metric, or None for a metric without a better direction (never compared)."""
+    better = current.better if current.better is not None else (baseline.better if baseline else None)
+    if better is None:
+        return None
+    unit = current.unit
+    cur, cur_nan = _finite(current.samples)
+    cur_median = _median(cur) if cur else None
+    if baseline is None:
+        return Verdict(
+            current.name,
+            "new",
+            None,
+            cur_median,
+            None,
+            threshold_pct,
+            None,
+            f"{current.name}: no baseline yet (current median {format_quantity(cur_median, unit)})",
+        )
+    base, base_nan = _finite(baseline.samples)
+    dropped = ""
+    if cur_nan or base_nan:
+        dropped = (
+            f"; dropped NaN samples: {base_nan} of {len(baseline.samples)} baseline, "
+            f"{cur_nan} of {len(current.samples)} current"
+        )
+    if not cur or not base:
+        side = "current" if not cur else "baseline"
+        return Verdict(
+            current.name,
+            "unchanged",
+            _median(base) if base else None,
+            cur_median,
+            None,
+            threshold_pct,
+            None,
+            f"{current.name}: not compared, no finite {side} samples{dropped}",
+        )
+
+    base_median = _median(base)
+    assert cur_median is not None
+    ratio = _ratio(cur_median, base_median)
+    bad_pct = _bad_change_pct(ratio, better)
+    worse: Alternative = "greater" if better == "lower" else "less"
+    kind: VerdictKind = "unchanged"
+    if bad_pct > threshold_pct:
+        test = mann_whitney_u(cur, base, worse)
+        kind = "regression" if test.p_value < alpha else "unchanged"
+    elif -bad_pct > threshold_pct:
+        test = mann_whitney_u(cur, base, "less" if worse == "greater" else "greater")
+        kind = "improvement" if test.p_value < alpha else "unchanged"
+    else:
+        test = mann_whitney_u(cur, base, worse)
+
+    medians = (
+        f"median {format_quantity(base_median, unit)} -> {format_quantity(cur_median, unit)} "
+        f"(ratio {ratio:.3f}, {'+' if bad_pct >= 0 else '-'}{abs(bad_pct):.1f}% "
+        f"{'worse' if bad_pct >= 0 else 'better'}; threshold {threshold_pct:g}%)"
+    )
+    evidence = f"{medians}, {_test_description(test, alpha)}{dropped}"
+    if kind == "regression":
+        message = (
+            f"{current.name} regressed: {evidence}.\n"
+            f"If this change is intended, refresh the baseline: {refresh_command}"
+        )
+    elif kind == "improvement":
+        message = (
+            f"{current.name} improved: {evidence}. If the baseline is stale, refresh it: {refresh_command}"
+        )
+    else:
+        message = f"{current.name} unchanged: {evidence}"
+    return Verdict(current.name, kind, base_median, cur_median, ratio, threshold_pct, test.p_value, message)
+
+
+def compare_case(
+    baseline: CaseResult | None, current: CaseResult, settings: CompareSettings
+) -> list[Verdict]:
+    """Verdicts for every compared metric of ``current`` (all ``new`` when the case has no baseline)."""
+    threshold = settings.threshold_for(current)
+    command = settings.refresh_command.format(nodeid=_shell_quote(current.nodeid))
+    verdicts = []
+    for name, metric in current.metrics.items():
+        base_metric = baseline.metrics.get(name) if baseline is not None else None
+        verdict = compare_metric(base_metric, metric, threshold, settings.alpha, command)
+        if verdict is not None:
+            verdicts.append(verdict)
+    return verdicts
+
+
+def _shell_quote(text: str) -> str:
+    return text if all(c.isalnum() or c in "/._-:" for c in text) else "'" + text.replace("'", "'\\''") + "'"
+
+
+def compare_run(baseline: RunResults, current: RunResults, settings: CompareSettings) -> RunResults:
+    """A copy of ``current`` whose cases carry verdicts against ``baseline`` (cases matched by node id)."""
+    by_nodeid = {case.nodeid: case for case in baseline.cases}
+    compared = RunResults.from_dict(current.to_dict())
+    for case in compared.cases:
+        case.verdicts = compare_case(by_nodeid.get(case.nodeid), case, settings)
+    return compared
+
+
+def failing_verdicts(verdicts: Iterable[Verdict], fail_on_improvement: bool = False) -> list[Verdict]:
+    """The verdicts that fail a test item: regressions, and improvements if asked (stale baselines)."""
+    failing = {"regression", "improvement"} if fail_on_improvement else {"regression"}
+    return [v for v in verdicts if v.kind in failing]
+
+
+def failure_report(verdicts: Sequence[Verdict]) -> str:
+    """The text a failing test item shows: one paragraph per failing verdict."""
+    return "\n\n".join(v.message for v in verdicts)

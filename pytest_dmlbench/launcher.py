@@ -1,0 +1,95 @@
+"""Cases under an external launcher (``torchrun``, multi-node): every rank is a pytest process.
+
+Each rank joins the launcher's world with ``env://``, checks that all ranks collected the same cases,
+runs each case body in-process and gathers every rank's outcome, so all ranks agree on each verdict;
+only rank 0 reports. Limits: a rank stuck in a collective stalls the world until the process-group
+timeout (``--dmlbench-timeout``), and a crashed rank ends the launcher's job; the plugin's own worlds
+handle those cases better.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.world.backend import device_for, select_backend
+from pytest_dmlbench.world.execute import execute_case
+from pytest_dmlbench.world.messages import RankOutcome
+from pytest_dmlbench.world.world import CaseRun, RankReport
+
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def launched_externally(environ: Mapping[str, str]) -> bool:
+    """True when a launcher has set up this process as one rank of a world."""
+    return "TORCHELASTIC_RUN_ID" in environ or all(name in environ for name in LAUNCHER_VARS)
+
+
+class LaunchedWorld:
+    """This process's rank in the launcher's world."""
+
+    def __init__(self, requested_backend: str, timeout_s: float) -> None:
+        import torch
+        import torch.distributed as td
+
+        self.rank = int(os.environ["RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
+        devices = torch.cuda.device_count() if requested_backend != "gloo" else 0
+        choice = select_backend(requested_backend, int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size)), devices)
+        self.backend = "gloo" if choice.skip_reason else choice.backend
+        if self.backend == "nccl":
+            torch.cuda.set_device(local_rank)
+        if os.environ.get("MASTER_ADDR") in ("127.0.0.1", "localhost"):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        td.init_process_group(self.backend, init_method="env://", timeout=timedelta(seconds=timeout_s))
+        device = device_for(self.backend, local_rank)
+        self.dist = DistInfo(self.rank, self.world_size, self.backend, device)
+        self._cases = 0
+
+    def check_same_cases(self, nodeids: list[str]) -> str | None:
+        """None when every rank collected the same cases, else a message naming the ranks that differ."""
+        import torch.distributed as td
+
+        digest = hashlib.sha256("\n".join(sorted(nodeids)).encode()).hexdigest()
+        everyone: list[Any] = [None] * self.world_size
+        td.all_gather_object(everyone, (digest, len(nodeids)))
+        if all(entry == everyone[0] for entry in everyone):
+            return None
+        lines = [f"rank {r}: {n} case(s), digest {d[:12]}" for r, (d, n) in enumerate(everyone)]
+        return ("ranks collected different cases, so their collectives would not match:\n  "
+                + "\n  ".join(lines) + "\nrun the same pytest command line, in the same checkout, on every rank")
+
+    def run(self, func: Any, kwargs: dict[str, Any], *, seed: int, measure_memory: bool) -> CaseRun:
+        """Run the body here and gather every rank's outcome."""
+        import time
+
+        import torch.distributed as td
+
+        self._cases += 1
+        begin = time.monotonic()
+
+        def arguments(bench: Any) -> dict[str, Any]:
+            return {name: (self.dist if name == "dist" else bench if name == "dmlbench" else value)
+                    for name, value in kwargs.items()}
+
+        outcome = execute_case(self._cases, self.dist, func, arguments, seed=seed, options={},
+                               measure_memory=measure_memory)
+        outcomes: list[Any] = [None] * self.world_size
+        td.all_gather_object(outcomes, outcome)
+        reports = [RankReport(rank, outcome=o if isinstance(o, RankOutcome) else None)
+                   for rank, o in enumerate(outcomes)]
+        return CaseRun(reports, time.monotonic() - begin)
+
+    def close(self) -> None:
+        """Leave together: a launcher ends the whole job when one rank exits early with a failure code,
+        which would cut rank 0's report short."""
+        import torch.distributed as td
+
+        if td.is_initialized():
+            td.barrier()
+            td.destroy_process_group()

@@ -1,0 +1,83 @@
+"""Running one case body on one rank and describing how it went (shared by forked and launched ranks).
+
+Imports no pytest: pytest's outcome exceptions (skip, xfail) are recognised by class name.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.world.messages import RankOutcome, Status
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, torch and (when loaded) numpy with one value."""
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+
+
+def classify(exc: BaseException) -> Status:
+    """pytest's skip/xfail outcomes, recognised by class name (they present themselves as builtins)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "OutcomeException" in names:
+        if "Skipped" in names:
+            return "skipped"
+        if "XFailed" in names:
+            return "xfailed"
+    return "failed"
+
+
+def format_exception(exc: BaseException) -> str:
+    """The traceback from the case body down, without this module's frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def execute_case(
+    case_id: int,
+    dist: DistInfo,
+    func: Callable[..., Any],
+    arguments: Callable[[Any], dict[str, Any]],
+    *,
+    seed: int,
+    options: dict[str, Any],
+    measure_memory: bool,
+) -> RankOutcome:
+    """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report."""
+    from pytest_dmlbench.bench import RankBench
+
+    start = time.perf_counter()
+    bench = RankBench(dist, options)
+    try:
+        kwargs = arguments(bench)
+        seed_everything(seed + dist.rank)
+        bench.begin_case(measure_memory=measure_memory)
+        result = func(**kwargs)
+        bench.end_case()
+    except BaseException as exc:
+        status = classify(exc)
+        return RankOutcome(
+            case_id,
+            dist.rank,
+            status,
+            message=str(getattr(exc, "msg", None) or exc),
+            traceback=format_exception(exc) if status == "failed" else "",
+            duration_s=time.perf_counter() - start,
+        )
+    payload = bench.payload()
+    if result is not None:
+        payload["returned"] = repr(result)[:200]
+    return RankOutcome(case_id, dist.rank, "passed", duration_s=time.perf_counter() - start, payload=payload)

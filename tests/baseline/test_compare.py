@@ -1,0 +1,228 @@
+"""The verdict rule: threshold AND significance, directions, ties, tiny samples, zero variance, NaN."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from casefactory import make_case, make_run, step_samples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_dmlbench.baseline.compare import (
+    CompareSettings,
+    compare_case,
+    compare_metric,
+    compare_run,
+    failing_verdicts,
+    failure_report,
+)
+from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.results import MetricResult
+
+NAN = float("nan")
+
+
+def step(samples: list[float]) -> MetricResult:
+    return MetricResult.of("step_time_s", samples)
+
+
+def throughput(samples: list[float]) -> MetricResult:
+    return MetricResult.of("throughput_samples_per_s", samples)
+
+
+def test_a_large_significant_slowdown_is_a_regression_with_full_evidence() -> None:
+    base = step(step_samples(0.010, 20, seed=1))
+    cur = step(step_samples(0.0125, 20, seed=2))
+    verdict = compare_metric(base, cur, 10.0, 0.01, "pytest --dmlbench x.py::t --dmlbench-save")
+    assert verdict is not None and verdict.kind == "regression"
+    assert verdict.current_median is not None and verdict.baseline_median is not None
+    assert verdict.ratio == pytest.approx(verdict.current_median / verdict.baseline_median)
+    assert verdict.p_value is not None and verdict.p_value < 1e-6
+    msg = verdict.message
+    assert msg.startswith("step_time_s regressed: median 10")
+    for part in (
+        " ms -> 12",
+        "ratio 1.2",
+        "threshold 10%",
+        "p=",
+        "< alpha 0.01",
+        "pytest --dmlbench x.py::t --dmlbench-save",
+    ):
+        assert part in msg, (part, msg)
+
+
+def test_small_change_below_threshold_is_unchanged_even_when_significant() -> None:
+    base = step(step_samples(0.010, 30, seed=1, spread=0.001))
+    cur = step(step_samples(0.0105, 30, seed=2, spread=0.001))  # +5 %, clearly significant
+    verdict = compare_metric(base, cur, 10.0)
+    assert verdict is not None and verdict.kind == "unchanged"
+    assert verdict.p_value is not None and verdict.p_value < 0.01
+    assert compare_metric(base, cur, 4.0).kind == "regression"  # type: ignore[union-attr]
+
+
+def test_large_but_insignificant_change_is_unchanged() -> None:
+    base = step([0.010, 0.030, 0.011, 0.029])
+    cur = step([0.031, 0.012, 0.030, 0.013])  # medians differ > 10 %, samples overlap completely
+    verdict = compare_metric(base, cur, 10.0)
+    assert verdict is not None and verdict.kind == "unchanged"
+    assert verdict.p_value is not None and verdict.p_value > 0.01
+
+
+def test_direction_higher_is_better_flags_a_throughput_drop_and_reports_an_improvement() -> None:
+    base = throughput(step_samples(1000.0, 20, seed=3))
+    drop = compare_metric(base, throughput(step_samples(800.0, 20, seed=4)), 10.0)
+    rise = compare_metric(base, throughput(step_samples(1250.0, 20, seed=5)), 10.0)
+    assert drop is not None and drop.kind == "regression"
+    assert rise is not None and rise.kind == "improvement"
+    assert "improved" in rise.message and "refresh it" in rise.message
+
+
+def test_faster_step_is_an_improvement_not_a_regression() -> None:
+    verdict = compare_metric(step(step_samples(0.010, 20, 1)), step(step_samples(0.008, 20, 2)), 10.0)
+    assert verdict is not None and verdict.kind == "improvement"
+
+
+def test_metric_without_direction_is_never_compared() -> None:
+    base = MetricResult.of("compute_comm_ratio", [1.0] * 20)
+    cur = MetricResult.of("compute_comm_ratio", [9.0] * 20)
+    assert compare_metric(base, cur, 10.0) is None
+
+
+def test_missing_baseline_metric_is_new() -> None:
+    verdict = compare_metric(None, step([0.01, 0.011]), 10.0)
+    assert verdict is not None and verdict.kind == "new" and verdict.baseline_median is None
+
+
+def test_one_against_one_sample_is_never_significant_and_says_why() -> None:
+    verdict = compare_metric(step([0.010]), step([0.050]), 10.0)
+    assert verdict is not None and verdict.kind == "unchanged"
+    assert "no test can reach p < 0.01" in verdict.message
+    assert "record more rounds" in verdict.message
+
+
+def test_zero_variance_identical_samples_are_unchanged() -> None:
+    verdict = compare_metric(step([0.01] * 10), step([0.01] * 10), 10.0)
+    assert verdict is not None and verdict.kind == "unchanged" and verdict.p_value == 1.0
+    assert verdict.ratio == 1.0
+
+
+def test_zero_variance_shift_is_significant_with_enough_samples_only() -> None:
+    assert compare_metric(step([1.0] * 10), step([2.0] * 10), 10.0).kind == "regression"  # type: ignore[union-attr]
+    few = compare_metric(step([1.0] * 3), step([2.0] * 3), 10.0)
+    assert few is not None and few.kind == "unchanged"
+
+
+def test_ties_across_the_two_samples() -> None:
+    base = step([1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0] * 2)
+    cur = step([2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0] * 2)
+    verdict = compare_metric(base, cur, 10.0)
+    assert verdict is not None and verdict.kind == "regression"
+    assert "normal" in verdict.message  # ties rule the exact distribution out
+
+
+def test_nan_samples_are_dropped_counted_and_reported() -> None:
+    base = step([*step_samples(0.010, 20, 1), NAN, NAN])
+    cur = step([*step_samples(0.013, 20, 2), NAN])
+    verdict = compare_metric(base, cur, 10.0)
+    assert verdict is not None and verdict.kind == "regression"
+    assert "dropped NaN samples: 2 of 22 baseline, 1 of 21 current" in verdict.message
+    assert not math.isnan(verdict.current_median or NAN)
+
+
+def test_all_nan_current_is_not_compared_and_says_so() -> None:
+    verdict = compare_metric(step([0.01] * 5), step([NAN] * 5), 10.0)
+    assert verdict is not None and verdict.kind == "unchanged"
+    assert "no finite current samples" in verdict.message
+
+
+def test_zero_baseline_median() -> None:
+    verdict = compare_metric(
+        MetricResult.of("comm_bytes_per_step", [0.0] * 10),
+        MetricResult.of("comm_bytes_per_step", [100.0] * 10),
+        10.0,
+    )
+    assert verdict is not None and verdict.kind == "regression" and verdict.ratio == math.inf
+
+
+def test_case_threshold_beats_the_run_default() -> None:
+    base = make_case(step_median=0.010, seed=1)
+    slower = make_case(step_median=0.0113, seed=2)  # +13 %
+    assert {v.kind for v in compare_case(base, slower, CompareSettings(10.0))} >= {"regression"}
+    slower.threshold_pct = 20.0
+    verdicts = compare_case(base, slower, CompareSettings(10.0))
+    assert all(v.kind == "unchanged" and v.threshold_pct == 20.0 for v in verdicts)
+
+
+def test_compare_case_skips_directionless_metrics_and_marks_missing_case_new() -> None:
+    case = make_case()
+    new = compare_case(None, case, CompareSettings())
+    assert [v.metric for v in new] == ["step_time_s", "throughput_samples_per_s", "peak_rss_mb"]
+    assert {v.kind for v in new} == {"new"}
+
+
+def test_compare_run_matches_cases_by_node_id_and_quotes_the_refresh_command() -> None:
+    baseline = make_run([make_case("t.py::a[x y]", 0.010, seed=1), make_case("t.py::b", 0.010, seed=2)])
+    current = make_run(
+        [
+            make_case("t.py::b", 0.010, seed=3),
+            make_case("t.py::a[x y]", 0.014, seed=4),
+            make_case("t.py::c", 0.010, seed=5),
+        ]
+    )
+    compared = compare_run(baseline, current, CompareSettings())
+    kinds = {c.nodeid: {v.metric: v.kind for v in c.verdicts} for c in compared.cases}
+    assert kinds["t.py::a[x y]"]["step_time_s"] == "regression"
+    assert kinds["t.py::b"]["step_time_s"] == "unchanged"
+    assert set(kinds["t.py::c"].values()) == {"new"}
+    assert not current.cases[0].verdicts  # the input is not modified
+    failing = failing_verdicts(compared.cases[1].verdicts)
+    assert failing and "pytest --dmlbench 't.py::a[x y]' --dmlbench-save" in failure_report(failing)
+
+
+def test_fail_on_improvement_adds_improvements() -> None:
+    verdicts = compare_case(
+        make_case(step_median=0.010, seed=1), make_case(step_median=0.007, seed=2), CompareSettings()
+    )
+    assert failing_verdicts(verdicts) == []
+    assert {v.kind for v in failing_verdicts(verdicts, fail_on_improvement=True)} == {"improvement"}
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, "10"])
+def test_bad_threshold_is_a_config_error(bad: object) -> None:
+    with pytest.raises(ConfigError, match="threshold must be a percentage >= 0"):
+        CompareSettings(threshold_pct=bad)  # type: ignore[arg-type]
+
+
+def test_bad_case_threshold_names_the_case() -> None:
+    case = make_case("t.py::x", threshold_pct=-5)
+    with pytest.raises(ConfigError, match=r"threshold of t.py::x"):
+        compare_case(make_case("t.py::x"), case, CompareSettings())
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 2.0])
+def test_bad_alpha_is_a_config_error(bad: float) -> None:
+    with pytest.raises(ConfigError, match="alpha must be"):
+        CompareSettings(alpha=bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(0.001, 1.0), min_size=1, max_size=25),
+    st.lists(st.floats(0.001, 1.0), min_size=1, max_size=25),
+    st.sampled_from([2.0**-10, 0.5, 2.0, 2.0**20]),  # powers of two scale exactly: no new ties
+)
+def test_rule_is_unit_free_and_mirrors_between_directions(
+    base: list[float], cur: list[float], scale: float
+) -> None:
+    """Scaling both sides leaves the verdict alone; swapping the sides turns a regression into an
+    improvement (the p-value is symmetric; the percentage is of the other median, hence the margin)."""
+    verdict = compare_metric(step(base), step(cur), 10.0)
+    scaled = compare_metric(step([x * scale for x in base]), step([x * scale for x in cur]), 10.0)
+    swapped = compare_metric(step(cur), step(base), 10.0)
+    assert verdict is not None and scaled is not None and swapped is not None
+    assert scaled.kind == verdict.kind
+    if verdict.kind == "regression" and verdict.ratio is not None and verdict.ratio > 1 / 0.9:
+        assert swapped.kind == "improvement" and swapped.p_value == pytest.approx(verdict.p_value)
+    if verdict.kind == "improvement":
+        assert swapped.kind == "regression" and swapped.p_value == pytest.approx(verdict.p_value)

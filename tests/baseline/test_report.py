@@ -1,0 +1,113 @@
+"""Terminal table, markdown summary and results files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from casefactory import make_case, make_run
+
+from pytest_dmlbench.baseline.compare import CompareSettings, compare_run
+from pytest_dmlbench.errors import BaselineError
+from pytest_dmlbench.report import (
+    append_step_summary,
+    markdown_summary,
+    oversubscribed,
+    read_results,
+    terminal_table,
+    write_results,
+)
+
+LONG_ID = "bench_cases/test_strategies.py::test_ddp_step[bucketed-resnet18-bs64-ws4-with-a-long-parameter-id]"
+
+
+def compared_run() -> tuple[str, object]:
+    baseline = make_run(
+        [make_case(LONG_ID, 0.010, seed=1), make_case("bench_cases/test_x.py::test_y", 0.02, 2)]
+    )
+    current = make_run(
+        [
+            make_case(LONG_ID, 0.013, seed=3),
+            make_case("bench_cases/test_x.py::test_y", 0.02, 4),
+            make_case("bench_cases/test_x.py::test_new", 0.02, 5, world_size=1),
+        ]
+    )
+    return LONG_ID, compare_run(baseline, current, CompareSettings())
+
+
+def test_plain_table_has_units_median_iqr_and_no_verdict_columns() -> None:
+    table = terminal_table(
+        make_run([make_case("bench_cases/test_x.py::test_y", 0.010, seed=1, world_size=1)])
+    )
+    lines = table.splitlines()
+    assert lines[0].split() == ["case", "/", "metric", "median", "IQR", "n"]
+    assert lines[2] == "test_x.py::test_y  ws=1"
+    step_row = next(line for line in lines if line.startswith("- step_time_s"))
+    assert " ms " in step_row and step_row.rstrip().endswith("20")
+    assert "samples/s" in table and "MB" in table
+    assert "verdict" not in table and "oversubscribed" not in table
+
+
+def test_compared_table_fits_120_columns_and_shows_verdicts() -> None:
+    _, results = compared_run()
+    table = terminal_table(results)  # type: ignore[arg-type]
+    assert max(len(line) for line in table.splitlines()) <= 120
+    header = table.splitlines()[0].split()
+    assert header[-3:] == ["baseline", "change", "verdict"]
+    step_row = next(line for line in table.splitlines() if line.startswith("- step_time_s"))
+    assert "REGRESSION p=" in step_row and "+" in step_row
+    assert "test_strategies.py::test_ddp_st...-long-parameter-id]" not in table  # elided in the middle
+    assert "...-long-parameter-id]  ws=4 !" in table
+    assert "verdicts: 2 regression, 3 new, 4 unchanged" in table
+
+
+def test_oversubscription_flag_follows_ranks_times_workers() -> None:
+    run = make_run([make_case("t.py::a", world_size=1), make_case("t.py::b", world_size=2)], xdist_workers=2)
+    flags = [oversubscribed(case, run) for case in run.cases]
+    assert flags == [False, True]  # 1 x 2 = 2 cores is fine, 2 x 2 > 2 is not
+    table = terminal_table(run)
+    assert "t.py::a  ws=1\n" in table + "\n" and "t.py::b  ws=2 !" in table
+    assert "! oversubscribed: ranks x xdist workers (2 worker(s)) > 2 cores" in table
+
+
+def test_markdown_summary_has_the_table_and_each_regression_message() -> None:
+    nodeid, results = compared_run()
+    text = markdown_summary(results)  # type: ignore[arg-type]
+    assert text.startswith("## pytest-dmlbench results\n")
+    assert "| case / metric" in text and "|---" in text
+    assert "**Verdicts:** 2 regression, 3 new, 4 unchanged" in text
+    assert f"### regression: `{nodeid}` step_time_s" in text
+    assert "--dmlbench-save" in text
+
+
+def test_step_summary_is_appended_to_the_file_named_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, results = compared_run()
+    summary = tmp_path / "summary.md"
+    summary.write_text("# earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert append_step_summary(results) == summary  # type: ignore[arg-type]
+    text = summary.read_text()
+    assert text.startswith("# earlier step\n## pytest-dmlbench results")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    assert append_step_summary(results) is None  # type: ignore[arg-type]
+
+
+def test_results_file_round_trip_is_strict_json(tmp_path: Path) -> None:
+    _, results = compared_run()
+    results.cases[0].metrics["step_time_s"].samples.append(float("nan"))  # type: ignore[attr-defined]
+    path = tmp_path / "out" / "results.json"
+    write_results(path, results)  # type: ignore[arg-type]
+    document = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
+    assert document["cases"][0]["verdicts"][0]["kind"] == "regression"
+    back = read_results(path)
+    assert back.to_dict() == results.to_dict()  # type: ignore[attr-defined]
+
+
+def test_unreadable_results_file_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text('{"schema": 1, "machine": {}, "cases": [')
+    with pytest.raises(BaselineError, match=r"results.json: is not valid JSON.*\n.*--dmlbench-json"):
+        read_results(path)

