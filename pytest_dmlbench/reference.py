@@ -61,9 +61,7 @@ def reference_sgd(
         yield float(loss.detach())
 
 
-def assert_close(
-    actual: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float, what: str
-) -> None:
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float, what: str) -> None:
     """``|actual - expected| <= atol + rtol |expected|`` everywhere; else AssertionError naming the worst."""
     if actual.shape != expected.shape:
         raise AssertionError(f"{what}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
@@ -76,7 +74,7 @@ def assert_close(
         )
 
 
-def raise_on_all_ranks(error: str | None) -> None:
+def raise_on_all_ranks(error: str | None, *, what: str) -> None:
     """Rank-agreed verdict (collective): if any rank reports an error, every rank raises AssertionError.
 
     Keeps a check that fails on some ranks only from leaving the others waiting in the next collective.
@@ -85,7 +83,8 @@ def raise_on_all_ranks(error: str | None) -> None:
     dist.all_gather(flags, torch.tensor([int(error is not None)]))
     failed = [rank for rank, flag in enumerate(flags) if int(flag)]
     if failed:
-        raise AssertionError(f"failed on rank(s) {failed}: " + (error or "see the failing ranks' messages"))
+        detail = error or f"{what}: this rank agreed; see the failing ranks' messages"
+        raise AssertionError(f"failed on rank(s) {failed}: {detail}")
 
 
 def assert_close_on_all_ranks(
@@ -97,7 +96,7 @@ def assert_close_on_all_ranks(
         assert_close(actual, expected, rtol=rtol, atol=atol, what=what)
     except AssertionError as exc:
         error = str(exc)
-    raise_on_all_ranks(error)
+    raise_on_all_ranks(error, what=what)
 
 
 def digest(tensor: torch.Tensor) -> torch.Tensor:
