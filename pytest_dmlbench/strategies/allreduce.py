@@ -35,9 +35,7 @@ class AllReduceStrategy(Strategy):
         broadcast_buffers: bool = True,
     ) -> None:
         options: dict[str, Any] = {"broadcast_buffers": broadcast_buffers}
-        super().__init__(
-            model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options
-        )
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
         self.broadcast_buffers = broadcast_buffers
         self._broadcast_parameters_from(0)
         self.optimizer = self._optimizer(self.model.parameters())

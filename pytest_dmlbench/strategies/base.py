@@ -67,11 +67,7 @@ class Strategy(abc.ABC):
         device: torch.device | str | None = None,
         options: dict[str, Any] | None = None,
     ) -> None:
-        if not dist.is_available() or not dist.is_initialized():
-            raise ConfigError(
-                f"strategy {self.name!r} needs an initialised default process group; "
-                "run it inside a dmlbench case or call torch.distributed.init_process_group first"
-            )
+        require_process_group(self.name)
         if lr <= 0:
             raise ConfigError(f"lr must be > 0, got {lr!r}")
         if not 0.0 <= momentum < 1.0:
@@ -137,6 +133,15 @@ class Strategy(abc.ABC):
         return tensor.to(self.device, non_blocking=True)
 
 
+def require_process_group(name: str) -> None:
+    """Raise a clear error when no default process group is initialised."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise ConfigError(
+            f"strategy {name!r} needs an initialised default process group; "
+            "run it inside a dmlbench case or call torch.distributed.init_process_group first"
+        )
+
+
 def resolve_device(device: torch.device | str | None) -> torch.device:
     """The explicit device, else ``cuda:<current>`` under nccl, else ``cpu``."""
     if device is not None:
@@ -146,9 +151,7 @@ def resolve_device(device: torch.device | str | None) -> torch.device:
     return torch.device("cpu")
 
 
-def broadcast_coalesced(
-    tensors: Sequence[torch.Tensor], src: int, group: dist.ProcessGroup | None = None
-) -> None:
+def broadcast_coalesced(tensors: Sequence[torch.Tensor], src: int, group: dist.ProcessGroup | None = None) -> None:
     """Overwrite ``tensors`` with ``src``'s values: one broadcast per dtype, through :mod:`comm`."""
     by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
     for tensor in tensors:

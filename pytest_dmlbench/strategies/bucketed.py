@@ -84,9 +84,7 @@ class BucketedStrategy(Strategy):
         broadcast_buffers: bool = True,
     ) -> None:
         options: dict[str, Any] = {"bucket_mb": bucket_mb, "broadcast_buffers": broadcast_buffers}
-        super().__init__(
-            model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options
-        )
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
         self.broadcast_buffers = broadcast_buffers
         self._broadcast_parameters_from(0)
         params = [p for p in self.model.parameters() if p.requires_grad][::-1]

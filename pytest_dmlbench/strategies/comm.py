@@ -101,18 +101,12 @@ def all_reduce(
     )
 
 
-def broadcast(
-    tensor: torch.Tensor, src: int, group: dist.ProcessGroup | None = None, async_op: bool = False
-) -> Any:
+def broadcast(tensor: torch.Tensor, src: int, group: dist.ProcessGroup | None = None, async_op: bool = False) -> Any:
     """``torch.distributed.broadcast`` (``src`` is a global rank), counted and interceptable."""
-    return _run(
-        "broadcast", nbytes(tensor), lambda: dist.broadcast(tensor, src, group=group, async_op=async_op)
-    )
+    return _run("broadcast", nbytes(tensor), lambda: dist.broadcast(tensor, src, group=group, async_op=async_op))
 
 
-def all_gather(
-    tensors: list[torch.Tensor], tensor: torch.Tensor, group: dist.ProcessGroup | None = None
-) -> Any:
+def all_gather(tensors: list[torch.Tensor], tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> Any:
     """``torch.distributed.all_gather``, counted and interceptable."""
     return _run("all_gather", nbytes(tensor), lambda: dist.all_gather(tensors, tensor, group=group))
 

@@ -62,15 +62,14 @@ class DDPStrategy(Strategy):
     ) -> None:
         options: dict[str, Any] = {"bucket_mb": bucket_mb, "broadcast_buffers": broadcast_buffers}
         options.update(hook_options)
-        super().__init__(
-            model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options
-        )
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
         sync_buffers = broadcast_buffers and communicate
+        buffer_sync: dict[str, Any] = {_BUFFER_SYNC_ARGUMENT: sync_buffers}
         self.ddp = DistributedDataParallel(
             self.model,
             device_ids=[self.device.index] if self.device.type == "cuda" else None,
             bucket_cap_mb=bucket_mb,
-            **{_BUFFER_SYNC_ARGUMENT: sync_buffers},
+            **buffer_sync,
         )
         if communicate:
             self._register_hook(**hook_options)

@@ -40,9 +40,7 @@ class LocalSGDStrategy(Strategy):
         if not isinstance(period, int) or period < 1:
             raise ConfigError(f"local_sgd period must be an integer >= 1, got {period!r}")
         options: dict[str, Any] = {"period": period}
-        super().__init__(
-            model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options
-        )
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
         self.period = period
         self.steps_done = 0
         self._broadcast_parameters_from(0)

@@ -52,9 +52,7 @@ class ParameterServerStrategy(Strategy):
             "dedicated_server": dedicated_server,
             "broadcast_buffers": broadcast_buffers,
         }
-        super().__init__(
-            model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options
-        )
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
         if dedicated_server and self.world_size < 2:
             raise ConfigError(
                 "ps with dedicated_server=True needs world_size >= 2 (one server plus workers); "

@@ -38,7 +38,13 @@ from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.strategies import comm
-from pytest_dmlbench.strategies.base import LossFn, Strategy, broadcast_coalesced, register
+from pytest_dmlbench.strategies.base import (
+    LossFn,
+    Strategy,
+    broadcast_coalesced,
+    register,
+    require_process_group,
+)
 
 _HEADER_LEN = 10
 _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -52,9 +58,7 @@ def split_stages(model: nn.Module, stages: int) -> list[nn.Module]:
     if callable(custom):
         parts = list(custom(stages))
         if len(parts) != stages:
-            raise ConfigError(
-                f"{type(model).__name__}.pipeline_stages({stages}) returned {len(parts)} stages"
-            )
+            raise ConfigError(f"{type(model).__name__}.pipeline_stages({stages}) returned {len(parts)} stages")
         return parts
     if not isinstance(model, nn.Sequential):
         raise ConfigError(
@@ -101,6 +105,7 @@ class PipelineStrategy(Strategy):
         stages: int = 2,
         micro_batches: int = 1,
     ) -> None:
+        require_process_group(self.name)
         world_size, rank = dist.get_world_size(), dist.get_rank()
         if stages < 1 or world_size % stages:
             raise ConfigError(
@@ -173,10 +178,7 @@ class PipelineStrategy(Strategy):
         losses: list[torch.Tensor] = []
         pending: list[Any] = []
         for m in range(self.micro_batches):
-            if self.is_first:
-                inp = micro_inputs[m]
-            else:
-                inp = self._receive_activation(first=m == 0).requires_grad_()
+            inp = micro_inputs[m] if self.is_first else self._receive_activation(first=m == 0).requires_grad_()
             out = self.model(inp)
             stage_inputs.append(inp)
             stage_outputs.append(out)
@@ -243,9 +245,7 @@ class PipelineStrategy(Strategy):
         params = [p for p in self.model.parameters() if p.requires_grad]
         if not params:
             return
-        flat = torch.cat(
-            [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
-        )
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
         if self.communicate:
             comm.all_reduce(flat, group=self._stage_group)
         flat.div_(self.replicas)
