@@ -54,9 +54,7 @@ def make_model(name: str, dtype: torch.dtype = torch.float64, seed: int = 0) -> 
     return builders[name]().to(dtype)
 
 
-def make_batches(
-    model_name: str, dtype: torch.dtype, steps: int = STEPS, n: int = GLOBAL_BATCH
-) -> list[Batch]:
+def make_batches(model_name: str, dtype: torch.dtype, steps: int = STEPS, n: int = GLOBAL_BATCH) -> list[Batch]:
     """``steps`` global batches of ``n`` samples, identical on every rank (fixed seeds)."""
     batches = []
     for step in range(steps):
@@ -97,9 +95,7 @@ def check_against(strategy: Strategy, model_name: str, dtype: torch.dtype = torc
     reference = make_model(model_name, dtype)
     reference.load_state_dict(strategy.model.state_dict())
     rtol, atol = tolerances(dtype)
-    check_matches_reference(
-        strategy, reference, make_batches(model_name, dtype), F.cross_entropy, rtol=rtol, atol=atol
-    )
+    check_matches_reference(strategy, reference, make_batches(model_name, dtype), F.cross_entropy, rtol=rtol, atol=atol)
 
 
 def train_params(name: str, model_name: str, momentum: float, **options: Any) -> torch.Tensor:
@@ -114,18 +110,14 @@ def check_strategies_agree(names: list[str], model_name: str, momentum: float) -
     results = {name: train_params(name, model_name, momentum) for name in names}
     first = names[0]
     for name in names[1:]:
-        assert_close_on_all_ranks(
-            results[name], results[first], rtol=1e-10, atol=1e-12, what=f"{name} vs {first}"
-        )
+        assert_close_on_all_ranks(results[name], results[first], rtol=1e-10, atol=1e-12, what=f"{name} vs {first}")
 
 
 def check_local_sgd_period1_equals_ddp(model_name: str, momentum: float) -> None:
     ddp_params = train_params("ddp", model_name, momentum)
     local_params = train_params("local_sgd", model_name, momentum, period=1)
     assert_identical_across_ranks(local_params, what="local_sgd parameters")
-    assert_close_on_all_ranks(
-        local_params, ddp_params, rtol=1e-10, atol=1e-12, what="local_sgd(period=1) vs ddp"
-    )
+    assert_close_on_all_ranks(local_params, ddp_params, rtol=1e-10, atol=1e-12, what="local_sgd(period=1) vs ddp")
 
 
 def check_local_sgd_period(period: int) -> None:
@@ -179,9 +171,7 @@ def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: flo
         else:  # the other stages return nan and see no outputs
             got = torch.tensor([float(loss != loss)], dtype=dtype)
             expected = torch.ones(1, dtype=dtype)
-        assert_close_on_all_ranks(
-            got, expected, rtol=rtol, atol=atol, what=f"pipeline loss and outputs, step {step}"
-        )
+        assert_close_on_all_ranks(got, expected, rtol=rtol, atol=atol, what=f"pipeline loss and outputs, step {step}")
         assert_close_on_all_ranks(
             flat_grads(strategy.model.parameters()),
             flat_grads(reference_stage.parameters()),
@@ -241,9 +231,7 @@ def check_powersgd_projection(model_name: str) -> None:
             got, exact = got_param.grad, exact_param.grad
             assert got is not None and exact is not None
             if step <= 2 or exact.dim() <= 1:  # warm-up steps and vectors: plain all-reduce
-                assert_close_on_all_ranks(
-                    got, exact, rtol=rtol, atol=atol, what=f"powersgd exact part, step {step}"
-                )
+                assert_close_on_all_ranks(got, exact, rtol=rtol, atol=atol, what=f"powersgd exact part, step {step}")
                 continue
             g, e = got.reshape(got.shape[0], -1), exact.reshape(exact.shape[0], -1)
             compressed += int(not torch.allclose(g, e, rtol=rtol, atol=atol))
@@ -369,9 +357,7 @@ def pinned(*world_sizes: int) -> list[Any]:
 @pytest.mark.parametrize("momentum", MOMENTA)
 @pytest.mark.parametrize("model_name", MODELS)
 @pytest.mark.parametrize("name", EXACT)
-def test_matches_single_process_reference_float64(
-    dist: Any, name: str, model_name: str, momentum: float
-) -> None:
+def test_matches_single_process_reference_float64(dist: Any, name: str, model_name: str, momentum: float) -> None:
     check_strategy_matches_reference(name, model_name, torch.float64, momentum)
 
 

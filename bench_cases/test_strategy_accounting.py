@@ -1,0 +1,119 @@
+"""Every strategy reports the bytes it hands to communication, routes them through one interceptor, and has
+a no-communication twin that sends nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import torch.nn.functional as F
+
+from pytest_dmlbench import models
+from pytest_dmlbench.data import synthetic_classification
+from pytest_dmlbench.reference import batch_for, raise_on_all_ranks
+from pytest_dmlbench.strategies import Strategy, build, comm
+
+FLOAT32 = 4
+
+
+@contextmanager
+def intercepted() -> Iterator[list[tuple[str, int]]]:
+    """Record every operation that passes the comm interceptor, then restore the previous one."""
+    seen: list[tuple[str, int]] = []
+
+    def record(op: str, size: int, call: Callable[[], Any]) -> Any:
+        seen.append((op, size))
+        return call()
+
+    previous = comm.set_interceptor(record)
+    try:
+        yield seen
+    finally:
+        comm.set_interceptor(previous)
+
+
+def one_step(strategy: Strategy) -> list[tuple[str, int]]:
+    batch = synthetic_classification(8 * strategy.world_size, (16,), 10, seed=0)
+    with intercepted() as seen:
+        strategy.step(*batch_for(strategy, batch), F.cross_entropy)
+    return seen
+
+
+def expected_bytes(name: str, parameters: int, step: int) -> dict[str, int] | None:
+    """Documented bytes per step for a float32 model without buffers (``None``: not a fixed formula)."""
+    p = parameters * FLOAT32
+    table: dict[str, dict[str, int]] = {
+        "ddp": {"all_reduce": p},
+        "allreduce": {"all_reduce": p},
+        "bucketed": {"all_reduce": p},
+        "fp16": {"all_reduce": parameters * 2},
+        "ps": {"gather": p, "broadcast": p},
+        "local_sgd": {"all_reduce": p},
+        "powersgd": {"all_reduce": p},  # start_iter=2: exact all-reduce on the first steps
+    }
+    if name == "powersgd" and step > 2:
+        return None
+    return table[name]
+
+
+def check_accounting(name: str, **options: Any) -> None:
+    model = models.tiny_mlp(16, 32, 10, seed=0)
+    parameters = sum(p.numel() for p in model.parameters())
+    strategy = build(name, model, lr=0.1, **options)
+    for step in (1, 2, 3):
+        seen = one_step(strategy)
+        totals: dict[str, int] = {}
+        for op, size in seen:
+            totals[op] = totals.get(op, 0) + size
+        expected = expected_bytes(name, parameters, step)
+        error = None
+        if totals != strategy.comm_bytes_by_op or sum(totals.values()) != strategy.comm_bytes_last_step:
+            error = f"{name}: interceptor saw {totals}, strategy counted {strategy.comm_bytes_by_op}"
+        elif expected is not None and totals != expected:
+            error = f"{name} step {step}: counted {totals}, documented {expected}"
+        elif expected is None and not 0 < strategy.comm_bytes_last_step < parameters * FLOAT32:
+            error = f"{name} step {step}: compressed step sent {strategy.comm_bytes_last_step} bytes"
+        raise_on_all_ranks(error, what=f"{name} byte accounting")
+    twin = strategy.twin()
+    seen = one_step(twin)
+    twin_error = None
+    if seen or twin.comm_bytes_last_step:
+        twin_error = f"{name} twin communicated: {seen}, {twin.comm_bytes_last_step} bytes"
+    raise_on_all_ranks(twin_error, what=f"{name} twin")
+
+
+NAMES = ["ddp", "allreduce", "bucketed", "fp16", "powersgd", "ps", "local_sgd"]
+
+
+@pytest.mark.dmlbench(scaling=True)
+@pytest.mark.parametrize("name", NAMES)
+def test_bytes_counted_routed_and_left_out_by_the_twin(dist: Any, name: str) -> None:
+    check_accounting(name)
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_local_sgd_sends_only_on_synchronising_steps(dist: Any) -> None:
+    model = models.tiny_mlp(16, 32, 10, seed=0)
+    parameters = sum(p.numel() for p in model.parameters())
+    strategy = build("local_sgd", model, lr=0.1, period=2)
+    sent = [sum(size for _, size in one_step(strategy)) for _ in range(4)]
+    assert sent == [0, parameters * FLOAT32, 0, parameters * FLOAT32]
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_pipeline_sends_activations_and_its_twin_does_not(dist: Any) -> None:
+    model = models.tiny_mlp(16, 32, 10, seed=0)
+    strategy = build("pipeline", model, lr=0.1, stages=2, micro_batches=2)
+    batch = synthetic_classification(8, (16,), 10, seed=0)
+    strategy.step(*batch_for(strategy, batch), F.cross_entropy)
+    activation = 4 * 32 * FLOAT32  # a micro-batch of 4 samples leaving the first Linear(16, 32)
+    header = 10 * 8
+    if strategy.rank == 0:  # sends 2 activations + header, receives 2 gradients
+        assert strategy.comm_bytes_by_op == {"send": 2 * activation + header, "recv": 2 * activation}
+    else:
+        assert strategy.comm_bytes_by_op == {"recv": 2 * activation + header, "send": 2 * activation}
+    twin = strategy.twin()
+    twin.step(*batch_for(twin, batch), F.cross_entropy)
+    assert twin.comm_bytes_last_step == 0
