@@ -1,0 +1,73 @@
+"""Throughput of ``ddp`` and ``bucketed`` side by side on ResNet-18 (CIFAR stem) at world size 2.
+
+A plain measurement by timing ``step()``: the two strategies alternate step by step (so machine noise
+hits both alike), every timed step starts at a barrier, a step's time is the maximum over ranks
+(all-reduced, so every rank holds the same figures and the same counts), and the median over the timed
+steps after warm-up gives the throughput. Nothing about wall time is asserted; the figures are printed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as tdist
+import torch.nn.functional as F
+
+from pytest_dmlbench import models
+from pytest_dmlbench.data import shard, synthetic_images
+from pytest_dmlbench.strategies import Strategy, build
+
+PER_RANK_BATCH = 16
+WARMUP_STEPS = 2
+TIMED_STEPS = 8
+
+
+def timed_step(strategy: Strategy, inputs: torch.Tensor, targets: torch.Tensor) -> float:
+    """Seconds of one step, the slowest rank's (identical on every rank)."""
+    tdist.barrier()
+    begin = time.perf_counter()
+    strategy.step(inputs, targets, F.cross_entropy)
+    elapsed = torch.tensor([time.perf_counter() - begin], dtype=torch.float64)
+    tdist.all_reduce(elapsed, op=tdist.ReduceOp.MAX)
+    return float(elapsed)
+
+
+def measure_throughput(
+    names: tuple[str, ...] = ("ddp", "bucketed"),
+    *,
+    per_rank_batch: int = PER_RANK_BATCH,
+    warmup: int = WARMUP_STEPS,
+    steps: int = TIMED_STEPS,
+) -> dict[str, Any]:
+    """Median step time and samples/s of each strategy, interleaved step by step, plus ``bucketed/ddp``."""
+    rank, world = tdist.get_rank(), tdist.get_world_size()
+    strategies = {name: build(name, models.resnet18(seed=0), lr=0.01, momentum=0.9) for name in names}
+    images, labels = synthetic_images(per_rank_batch * world, seed=0)
+    inputs, targets = shard((images, labels), rank, world)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for step in range(warmup + steps):
+        for name, strategy in strategies.items():
+            seconds = timed_step(strategy, inputs, targets)
+            if step >= warmup:
+                times[name].append(seconds)
+    result: dict[str, Any] = {"world_size": world, "global_batch": per_rank_batch * world, "steps": steps}
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        result[name] = {"median_step_s": median, "samples_per_s": per_rank_batch * world / median}
+    if "ddp" in result and "bucketed" in result:
+        result["bucketed_over_ddp"] = result["bucketed"]["samples_per_s"] / result["ddp"]["samples_per_s"]
+    return result
+
+
+@pytest.mark.dmlbench(world_size=2, timeout=900)
+def test_bucketed_vs_ddp_throughput_resnet18(dist: Any) -> None:
+    result = measure_throughput()
+    if dist.is_main:
+        for name in ("ddp", "bucketed"):
+            figures = result[name]
+            print(f"{name}: {figures['samples_per_s']:.1f} samples/s (median step {figures['median_step_s']:.3f} s)")
+        print(f"bucketed / ddp throughput: {result['bucketed_over_ddp']:.3f}")
