@@ -3,8 +3,9 @@
 Buckets are planned once (:func:`plan_buckets`) over the parameters in reverse registration order, the
 order in which backward usually produces their gradients, up to ``bucket_mb`` megabytes each (default 25;
 a larger tensor gets a bucket of its own; dtypes are never mixed). A post-accumulate-grad hook copies each
-gradient into its bucket; when a bucket's last gradient arrives, its all-reduce is started without
-waiting, in bucket order on every rank, so communication overlaps the rest of the backward pass. All
+gradient, divided by the world size, into its bucket; when a bucket's last gradient arrives, its all-reduce
+is started without waiting, in bucket order on every rank, so communication overlaps the rest of the
+backward pass. All
 all-reduces are waited for before the optimizer step; the averaged bucket then backs the gradients.
 A parameter that got no gradient in a step contributes zeros (its bucket is sent after backward).
 
@@ -116,7 +117,8 @@ class BucketedStrategy(Strategy):
         bucket_index, position = self._where[param]  # type: ignore[index]
         bucket = self.buckets[bucket_index]
         assert param.grad is not None
-        bucket.slot(position).copy_(param.grad)
+        # Copy and average in one pass over the gradient (the division DDP's hook does per bucket).
+        torch.div(param.grad, self.world_size, out=bucket.slot(position))
         bucket.filled.add(position)
         self._launch_ready()
 
@@ -130,7 +132,6 @@ class BucketedStrategy(Strategy):
                 for position in range(len(bucket.params)):
                     if position not in bucket.filled:
                         bucket.slot(position).zero_()
-            bucket.buffer.div_(self.world_size)
             bucket.work = self._reduce_bucket(self._next_launch, bucket.buffer)
             bucket.launched = True
             self._next_launch += 1
