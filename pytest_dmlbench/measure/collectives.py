@@ -5,7 +5,8 @@
 active counter exits. Every call records, into every active :class:`CommCounter`:
 
 - ``bytes``: the payload this rank hands to the collective (see :data:`PAYLOAD`); ``barrier`` counts
-  calls and time but no bytes;
+  calls and time but no bytes, and neither does any collective in a group of one rank (nothing leaves
+  the process; a world of one rank reports zero communication bytes);
 - ``blocked_s``: time the calling thread spent inside the call, plus inside ``Work.wait()`` for
   ``async_op=True`` calls and ``isend``/``irecv``;
 - ``busy_s``: the union of the intervals [issue, completion] over all calls, so overlapping asynchronous
@@ -230,6 +231,12 @@ class _TimedWork:
         return getattr(self._work, name)
 
 
+def _group_size(group: Any) -> int:
+    import torch.distributed as dist
+
+    return int(dist.get_world_size(group))
+
+
 def _counting(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
     payload = PAYLOAD[op]
@@ -239,7 +246,8 @@ def _counting(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
         counters = _recording()
         if not counters:
             return original(*args, **kwargs)
-        nbytes = payload(signature.bind(*args, **kwargs).arguments)
+        arguments = signature.bind(*args, **kwargs).arguments
+        nbytes = payload(arguments) if _group_size(arguments.get("group")) > 1 else 0
         start = now()
         with _suppressed():  # a collective implemented through another one is counted once
             result = original(*args, **kwargs)
@@ -314,6 +322,15 @@ def paused() -> Iterator[None]:
         yield
 
 
+def _hook_group(state: Any) -> Any:
+    """The process group of a DDP hook state: the group itself, None (world) or ``state.process_group``."""
+    import torch.distributed as dist
+
+    if state is None or isinstance(state, dist.ProcessGroup):
+        return state
+    return getattr(state, "process_group", None)
+
+
 def counting_comm_hook(hook: Callable[[Any, Any], Any] | None = None) -> Callable[[Any, Any], Any]:
     """A DDP communication hook that counts bucket bytes and completion time, then runs ``hook``.
 
@@ -333,7 +350,7 @@ def counting_comm_hook(hook: Callable[[Any, Any], Any] | None = None) -> Callabl
         counters = _recording()
         if not counters:
             return inner(state, bucket)
-        nbytes = _nbytes(bucket.buffer())
+        nbytes = _nbytes(bucket.buffer()) if _group_size(_hook_group(state)) > 1 else 0
         start = now()
         with _suppressed():
             future = inner(state, bucket)

@@ -1,0 +1,237 @@
+"""Validation of the measurement library against ground truth, on real gloo process groups.
+
+Each ``check_*`` function runs on every rank of an initialised process group and returns the figures it
+measured (identical on every rank); the ``test_*`` cases run them under the harness and assert the
+targets of DESIGN section 7. Run with::
+
+    pytest --dmlbench --world-size 2 bench_cases/test_measurement_validation.py
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as tdist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from torch.nn.parallel import DistributedDataParallel
+
+from pytest_dmlbench.measure.bandwidth import busbw_gbps
+from pytest_dmlbench.measure.clock import now
+from pytest_dmlbench.measure.collective_bench import bench_collective
+from pytest_dmlbench.measure.collectives import counting_comm_hook
+from pytest_dmlbench.measure.memory import PeakMemoryWatch, peak_rss_bytes
+from pytest_dmlbench.measure.rounds import RankSync, RoundPlan
+from pytest_dmlbench.measure.runner import benchmark_training
+from pytest_dmlbench.measure.stats import summarize
+
+MB = 1e6
+
+
+def _mlp(width: int = 256, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(
+        nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10)
+    )
+
+
+class _DDPStep:
+    """One DDP SGD step with a given communication hook (the strategy interface of the runner)."""
+
+    def __init__(self, hook: Any, width: int = 256) -> None:
+        self.model = DistributedDataParallel(_mlp(width))
+        self.model.register_comm_hook(None, hook)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: Any) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(self.model(inputs), targets)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach())
+
+
+def _sleeping_hook(inner: Any, seconds: float, slept: list[float]) -> Any:
+    """``inner`` plus a known sleep in a future callback of each step's last bucket (the sleeps actually
+    taken are appended to ``slept``)."""
+
+    def sleep_then_pass(done: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
+        start = now()
+        time.sleep(seconds)
+        slept.append(now() - start)
+        return done.value()
+
+    # Unannotated on purpose: DDP compares the annotations it finds with the real classes, and under
+    # ``from __future__ import annotations`` they would be strings.
+    def sleeping_hook(state, bucket):  # type: ignore[no-untyped-def]
+        future = inner(state, bucket)
+        return future.then(sleep_then_pass) if bucket.is_last() else future
+
+    return sleeping_hook
+
+
+def _batches(n: int = 4, per_rank: int = 64, width: int = 256) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(1 + tdist.get_rank())
+    return [(torch.randn(per_rank, width), torch.randint(0, 10, (per_rank,))) for _ in range(n)]
+
+
+def check_exposed_comm(
+    inner: Any = allreduce_hook,
+    sleep_s: float = 0.02,
+    rounds: int = 15,
+    width: int = 512,
+    per_rank: int = 128,
+) -> dict[str, float]:
+    """Exposed fraction of DDP with hook ``inner`` plus a sleep, against DDP with ``inner`` as the twin.
+
+    The twin is the step without the injected delay, so the ground truth is the injected share
+    ``sleep / T(step)``, with the sleeps actually taken and T(step) measured in the same paired rounds.
+    """
+    plan = RoundPlan(warmup=3, rounds=rounds)
+    batches = _batches(per_rank=per_rank, width=width)
+    sleeps: list[float] = []
+    result = benchmark_training(
+        _DDPStep(_sleeping_hook(inner, sleep_s, sleeps), width),
+        batches,
+        global_batch_size=per_rank * tdist.get_world_size(),
+        loss_fn=nn.CrossEntropyLoss(),
+        twin=_DDPStep(inner, width),
+        plan=plan,
+    )
+    injected = RankSync().max([summarize(sleeps).median])[0]
+    t_step = result.metrics["step_time_s"].stats.median
+    return {
+        "injected_s": injected,
+        "step_time_s": t_step,
+        "twin_time_s": summarize(result.twin_time_s).median,
+        "injected_share": injected / t_step,
+        "exposed_comm_fraction": result.metrics["exposed_comm_fraction"].stats.median,
+        "exposed_comm_fraction_iqr": result.metrics["exposed_comm_fraction"].stats.iqr,
+        "of_medians": result.exposed_comm_fraction_of_medians or float("nan"),
+    }
+
+
+def _plain_busbw(nbytes: int, iters: int) -> float:
+    """A plain timing loop: barrier, ``iters`` all_reduce calls, time / iters, max over ranks."""
+    tensor = torch.zeros(nbytes // 4)
+    tdist.all_reduce(tensor)
+    tdist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        tdist.all_reduce(tensor)
+    elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
+    tdist.all_reduce(elapsed, op=tdist.ReduceOp.MAX)
+    return busbw_gbps("all_reduce", nbytes, float(elapsed), tdist.get_world_size())
+
+
+def check_busbw(nbytes: int = 16 * 1024 * 1024, iters: int = 5, pairs: int = 9) -> dict[str, float]:
+    """Harness busbw of all_reduce against a plain loop, measured alternately in the same run."""
+    harness: list[float] = []
+    plain: list[float] = []
+    for _ in range(pairs):
+        harness += bench_collective("all_reduce", nbytes, iters=iters, warmup=1, rounds=1).busbw_gbps
+        plain.append(_plain_busbw(nbytes, iters))
+    h, p = summarize(harness).median, summarize(plain).median
+    return {"harness_busbw_gbps": h, "plain_busbw_gbps": p, "ratio": h / p}
+
+
+def _touch(nbytes: int) -> torch.Tensor:
+    return torch.ones(nbytes, dtype=torch.uint8)  # every page written, so resident
+
+
+def check_peak_rss(size_mb: int = 80, earlier_mb: int = 200) -> dict[str, float]:
+    """Peak RSS over a case allocating ``size_mb`` against an empty case, after an earlier, larger peak."""
+    sync = RankSync()
+    earlier = _touch(int(earlier_mb * MB))
+    del earlier
+    stale = peak_rss_bytes() or 0  # without a reset this high-water mark would carry into the next case
+    watch = PeakMemoryWatch()
+    empty = watch.start().stop()
+    watch.start()
+    block = _touch(int(size_mb * MB))
+    del block
+    alloc = watch.stop()
+    if not (empty.rss_reset and alloc.rss_reset):
+        raise RuntimeError("/proc/self/clear_refs is not writable here: the peak RSS cannot be reset")
+    empty_mb, alloc_mb, stale_mb = sync.max([empty.peak_rss_mb or 0.0, alloc.peak_rss_mb or 0.0, stale / MB])
+    return {"empty_mb": empty_mb, "alloc_mb": alloc_mb, "stale_mb": stale_mb, "rise_mb": alloc_mb - empty_mb}
+
+
+class _AllReduceStep:
+    """A hand-written data-parallel step: one blocking all_reduce per gradient."""
+
+    def __init__(self) -> None:
+        self.model = _mlp()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: Any) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(self.model(inputs), targets)
+        loss.backward()
+        for p in self.model.parameters():
+            assert p.grad is not None
+            tdist.all_reduce(p.grad)
+            p.grad.div_(tdist.get_world_size())
+        self.optimizer.step()
+        return float(loss.detach())
+
+
+def check_comm_bytes() -> dict[str, float]:
+    """comm_bytes_per_step of a hand-written all-reduce step and of DDP with the counting hook."""
+    plan = RoundPlan(warmup=1, rounds=3)
+    loss = nn.CrossEntropyLoss()
+    batches = _batches(n=1, per_rank=8)
+    gb = 8 * tdist.get_world_size()
+    manual = benchmark_training(_AllReduceStep(), batches, global_batch_size=gb, loss_fn=loss, plan=plan)
+    ddp = benchmark_training(
+        _DDPStep(counting_comm_hook()), batches, global_batch_size=gb, loss_fn=loss, plan=plan
+    )
+    param_bytes = sum(p.numel() * p.element_size() for p in _mlp().parameters())
+    return {
+        "param_bytes": float(param_bytes),
+        "manual_bytes": max(manual.metrics["comm_bytes_per_step"].samples),
+        "manual_bytes_min": min(manual.metrics["comm_bytes_per_step"].samples),
+        "ddp_bytes": max(ddp.metrics["comm_bytes_per_step"].samples),
+        "ddp_bytes_min": min(ddp.metrics["comm_bytes_per_step"].samples),
+        "manual_busy": manual.metrics["comm_busy_fraction"].stats.median,
+    }
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_injected_hook_sleep_moves_exposed_fraction_by_its_share(dist: Any) -> None:
+    for inner in (allreduce_hook, noop_hook):  # with real all-reduce traffic, and without any
+        figures = check_exposed_comm(inner)
+        assert figures["injected_s"] >= 0.02, figures
+        assert abs(figures["exposed_comm_fraction"] - figures["injected_share"]) <= 0.03, figures
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_harness_busbw_matches_a_plain_timing_loop(dist: Any) -> None:
+    figures = check_busbw()
+    assert 0.9 <= figures["ratio"] <= 1.1, figures
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_peak_rss_rises_by_the_allocated_size_and_is_reset_between_cases(dist: Any) -> None:
+    figures = check_peak_rss(size_mb=80, earlier_mb=200)
+    assert abs(figures["rise_mb"] - 80) <= 8, figures
+    # negative control: the stale high-water mark does hold the earlier 200 MB, the reset peak does not
+    assert figures["stale_mb"] - figures["empty_mb"] >= 150, figures
+
+
+@pytest.mark.dmlbench(world_size=1)
+def test_world_size_one_reports_zero_communication_bytes(dist: Any) -> None:
+    figures = check_comm_bytes()
+    assert figures["manual_bytes"] == 0 and figures["ddp_bytes"] == 0, figures
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_comm_bytes_per_step_counts_every_gradient_once(dist: Any) -> None:
+    # the positive counterpart of the world-size-1 case: the same steps do report their bytes here
+    figures = check_comm_bytes()
+    assert figures["manual_bytes"] == figures["manual_bytes_min"] == figures["param_bytes"], figures
+    assert figures["ddp_bytes"] == figures["ddp_bytes_min"] == figures["param_bytes"], figures
