@@ -67,7 +67,7 @@ def _sleeping_hook(inner: Any, seconds: float, slept: list[float]) -> Any:
 
     # Unannotated on purpose: DDP compares the annotations it finds with the real classes, and under
     # ``from __future__ import annotations`` they would be strings.
-    def sleeping_hook(state, bucket):  # type: ignore[no-untyped-def]
+    def sleeping_hook(state, bucket):
         future = inner(state, bucket)
         return future.then(sleep_then_pass) if bucket.is_last() else future
 

@@ -96,7 +96,7 @@ class OpStats:
     blocked_s: float = 0.0
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two counters with equal totals are still different counters
 class CommCounter:
     """Accumulates what instrumented collectives report while this counter is active (thread-safe)."""
 
