@@ -1,0 +1,76 @@
+"""The session's worlds: one per (backend, world size), started on first use, rebuilt after a failure."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+
+from pytest_dmlbench.world.messages import WorldSpec
+from pytest_dmlbench.world.registry import CaseRegistry
+from pytest_dmlbench.world.world import World
+from pytest_dmlbench.world.zygote import ZygoteHandle
+
+
+class WorldPool:
+    """Owns the zygote, the worlds and their scratch folder; ``close`` leaves no process behind."""
+
+    def __init__(self, registry_factory: Callable[[], CaseRegistry], threads_for: Callable[[int], int],
+                 init_timeout_s: float = 60.0) -> None:
+        self._registry_factory = registry_factory
+        self._threads_for = threads_for
+        self._init_timeout_s = init_timeout_s
+        self._zygote: ZygoteHandle | None = None
+        self._worlds: dict[tuple[str, int], World] = {}
+        self._ids = itertools.count(1)
+        self.root = tempfile.mkdtemp(prefix=f"dmlbench-{os.getpid()}-")
+        self.start_times: list[tuple[int, str, float]] = []
+
+    def start_zygote(self) -> None:
+        """Fork the zygote now (call it once collection is complete, before tests touch torch)."""
+        if self._zygote is None:
+            self._zygote = ZygoteHandle.start(self._registry_factory(), os.path.join(self.root, "zygote.log"))
+
+    def cuda_devices(self) -> int:
+        """CUDA devices the ranks would see (asks the zygote; the parent never needs to load torch)."""
+        self.start_zygote()
+        assert self._zygote is not None
+        return self._zygote.cuda_devices()
+
+    def world(self, backend: str, world_size: int) -> World:
+        """A healthy world of this shape, starting (or restarting) it when needed."""
+        key = (backend, world_size)
+        current = self._worlds.get(key)
+        if current is not None and not current.broken:
+            return current
+        self.start_zygote()
+        assert self._zygote is not None
+        world_id = next(self._ids)
+        out_dir = os.path.join(self.root, f"world{world_id}-{backend}-ws{world_size}")
+        os.makedirs(out_dir)
+        spec = WorldSpec(
+            world_id=world_id,
+            world_size=world_size,
+            backend=backend,
+            store_path=os.path.join(out_dir, "store"),
+            out_dir=out_dir,
+            threads=self._threads_for(world_size),
+            init_timeout_s=self._init_timeout_s,
+        )
+        fresh = World(spec, self._zygote)
+        self._worlds[key] = fresh
+        fresh.start()
+        self.start_times.append((world_size, backend, fresh.start_s))
+        return fresh
+
+    def close(self) -> None:
+        """Stop every world and the zygote, then remove the scratch folder."""
+        for world in self._worlds.values():
+            world.stop()
+        self._worlds.clear()
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+        shutil.rmtree(self.root, ignore_errors=True)

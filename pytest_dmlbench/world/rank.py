@@ -1,0 +1,220 @@
+"""The rank process: joins the process group, then runs the cases the parent sends until told to stop.
+
+Runs only in forked rank processes. It imports no pytest code of its own; pytest's outcome exceptions
+(skip, xfail, fail) raised by a case body are recognised by name.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import io
+import os
+import pickle
+import random
+import signal
+import sys
+import time
+import traceback
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn
+
+from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.world.backend import device_for
+from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
+from pytest_dmlbench.world.messages import RankOutcome, Ready, RunCase, Shutdown, Status, WorldSpec
+from pytest_dmlbench.world.registry import CaseRegistry
+
+# Objects replaced at start-up are kept alive so that their finalisers never close a reused descriptor.
+_KEEP_ALIVE: list[Any] = []
+
+
+def rank_log_path(out_dir: str, rank: int) -> str:
+    return os.path.join(out_dir, f"rank{rank}.log")
+
+
+def rank_stack_path(out_dir: str, rank: int) -> str:
+    return os.path.join(out_dir, f"rank{rank}.stack")
+
+
+def _redirect_output(out_dir: str, rank: int) -> None:
+    """Send fds 1 and 2 (and sys.stdout/stderr) to this rank's log file; stack dumps to its stack file."""
+    log_fd = os.open(rank_log_path(out_dir, rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    os.close(devnull)
+    _KEEP_ALIVE.extend([sys.stdin, sys.stdout, sys.stderr])
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
+    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0, closefd=False), write_through=True)
+    sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0, closefd=False), write_through=True)
+    stack_file = open(rank_stack_path(out_dir, rank), "w")  # noqa: SIM115 - lives as long as the process
+    _KEEP_ALIVE.append(stack_file)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, torch and (when loaded) numpy with one value."""
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+
+
+def _classify(exc: BaseException) -> Status:
+    """pytest's skip/xfail outcomes, recognised by class name (they present themselves as builtins)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "OutcomeException" in names:
+        if "Skipped" in names:
+            return "skipped"
+        if "XFailed" in names:
+            return "xfailed"
+    return "failed"
+
+
+def _format_exception(exc: BaseException) -> str:
+    """The traceback from the case body down, without this module's frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+class RankProcess:
+    """State of one rank: its identity, its connection to the parent and the cases it can run."""
+
+    def __init__(self, spec: WorldSpec, rank: int, conn: Connection, registry: CaseRegistry) -> None:
+        self.spec = spec
+        self.rank = rank
+        self.conn = conn
+        self.registry = registry
+        self.dist = DistInfo(rank, spec.world_size, spec.backend, device_for(spec.backend, rank))
+
+    def join_group(self) -> float:
+        import torch
+        import torch.distributed as td
+
+        start = time.perf_counter()
+        torch.set_num_threads(self.spec.threads)
+        if self.spec.backend == "nccl":
+            torch.cuda.set_device(self.rank)
+        store = td.FileStore(self.spec.store_path, self.spec.world_size)
+        td.init_process_group(
+            self.spec.backend,
+            store=store,
+            rank=self.rank,
+            world_size=self.spec.world_size,
+            timeout=timedelta(seconds=self.spec.init_timeout_s),
+        )
+        return time.perf_counter() - start
+
+    def serve(self) -> NoReturn:
+        init_s = self.join_group()
+        self.conn.send(Ready(self.rank, os.getpid(), init_s))
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                _leave(0)
+            if isinstance(message, Shutdown):
+                self._shutdown()
+            if isinstance(message, RunCase):
+                self._send(self.run_case(message))
+
+    def _send(self, outcome: RankOutcome) -> None:
+        try:
+            self.conn.send(outcome)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            self.conn.send(
+                RankOutcome(
+                    outcome.case_id,
+                    self.rank,
+                    "failed",
+                    message=f"the case's recorded results cannot be sent to the parent process: {exc}",
+                    traceback=traceback.format_exc(),
+                )
+            )
+
+    def _shutdown(self) -> NoReturn:
+        import torch.distributed as td
+
+        if td.is_initialized():
+            td.destroy_process_group()
+        _leave(0)
+
+    def _arguments(self, message: RunCase, bench: Any) -> dict[str, Any]:
+        entry = self.registry[message.nodeid]
+        values: dict[str, Any] = pickle.loads(message.pickled_args) if message.pickled_args else {}
+        kwargs: dict[str, Any] = {}
+        for name in entry.argnames:
+            if name == "dist":
+                kwargs[name] = self.dist
+            elif name == "dmlbench":
+                kwargs[name] = bench
+            elif name in message.registry_args:
+                kwargs[name] = entry.params[name]
+            else:
+                kwargs[name] = values[name]
+        return kwargs
+
+    def run_case(self, message: RunCase) -> RankOutcome:
+        from pytest_dmlbench.bench import RankBench
+
+        start = time.perf_counter()
+        bench = RankBench(self.dist, message.options)
+        try:
+            if message.nodeid not in self.registry:
+                raise LookupError(
+                    f"case {message.nodeid!r} was not collected when the ranks started; "
+                    "cases must be collected before the first distributed case runs"
+                )
+            kwargs = self._arguments(message, bench)
+            seed_everything(message.seed + self.rank)
+            bench.begin_case(measure_memory=message.measure_memory)
+            result = self.registry[message.nodeid].func(**kwargs)
+            bench.end_case()
+        except BaseException as exc:  # noqa: BLE001 - every outcome, with its traceback, goes to the parent
+            status = _classify(exc)
+            return RankOutcome(
+                message.case_id,
+                self.rank,
+                status,
+                message=str(getattr(exc, "msg", None) or exc),
+                traceback=_format_exception(exc) if status == "failed" else "",
+                duration_s=time.perf_counter() - start,
+            )
+        payload = bench.payload()
+        if result is not None:
+            payload["returned"] = repr(result)[:200]
+        return RankOutcome(message.case_id, self.rank, "passed", duration_s=time.perf_counter() - start, payload=payload)
+
+
+def _leave(code: int) -> NoReturn:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def rank_main(spec: WorldSpec, rank: int, conn_fd: int, registry: CaseRegistry, zygote_pid: int) -> NoReturn:
+    """Entry point of a freshly forked rank. Never returns."""
+    try:
+        die_with_parent(zygote_pid)
+        detach_from_terminal_signals()
+        _redirect_output(spec.out_dir, rank)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        os.environ["RANK"] = str(rank)
+        os.environ["WORLD_SIZE"] = str(spec.world_size)
+        os.environ["LOCAL_RANK"] = str(rank)
+        RankProcess(spec, rank, Connection(conn_fd), registry).serve()
+    except BaseException:  # noqa: BLE001 - a rank must never unwind into the forked pytest code
+        traceback.print_exc()
+        _leave(1)

@@ -1,0 +1,49 @@
+"""Shared helpers for the plugin's own tests: run pytest in a real subprocess on a folder of files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass
+class Outcome:
+    """A finished pytest subprocess: exit code and output, with pytest's line matcher."""
+
+    returncode: int
+    output: str
+
+    @property
+    def lines(self) -> pytest.LineMatcher:
+        return pytest.LineMatcher(self.output.splitlines())
+
+
+def write_files(folder: Path, **files: str) -> None:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of an inner pytest run: no xdist worker identity leaking in from the outer run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
+    env.pop("PYTEST_ADDOPTS", None)
+    env.update(extra)
+    return env
+
+
+def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Outcome:
+    """Run ``python -m pytest`` in ``folder`` (its own rootdir) and capture everything it prints."""
+    (folder / "pytest.ini").exists() or (folder / "pytest.ini").write_text("[pytest]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        cwd=folder, capture_output=True, text=True, timeout=timeout, env=clean_env(**env),
+    )
+    return Outcome(proc.returncode, proc.stdout + proc.stderr)

@@ -1,0 +1,64 @@
+"""Backend and device selection. No GPU exists here: device counts are passed in, and the one
+end-to-end check uses the machine's real (zero) device count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_dmlbench.world.backend import device_for, select_backend, threads_per_rank
+from tests.conftest import run_pytest, write_files
+
+
+@pytest.mark.parametrize(
+    ("requested", "world_size", "devices", "backend", "skips"),
+    [
+        ("auto", 4, 0, "gloo", False),
+        ("auto", 4, 2, "gloo", False),  # fewer devices than ranks: never share a GPU between NCCL ranks
+        ("auto", 4, 4, "nccl", False),
+        ("auto", 2, 8, "nccl", False),
+        ("gloo", 2, 8, "gloo", False),
+        ("nccl", 4, 4, "nccl", False),
+        ("nccl", 4, 3, "nccl", True),
+        ("nccl", 1, 0, "nccl", True),
+    ],
+)
+def test_select_backend(requested: str, world_size: int, devices: int, backend: str, skips: bool) -> None:
+    choice = select_backend(requested, world_size, devices)
+    assert choice.backend == backend
+    assert (choice.skip_reason is not None) == skips
+    if skips:
+        assert f"world size {world_size}, {devices} device(s) visible" in (choice.skip_reason or "")
+
+
+def test_devices_follow_ranks() -> None:
+    assert [device_for("nccl", r) for r in range(3)] == ["cuda:0", "cuda:1", "cuda:2"]
+    assert device_for("gloo", 3) == "cpu"
+
+
+def test_threads_share_the_cores() -> None:
+    assert threads_per_rank(cores=2, world_size=1) == 2
+    assert threads_per_rank(cores=2, world_size=4) == 1
+    assert threads_per_rank(cores=16, world_size=4, workers=2) == 2
+
+
+def test_nccl_without_gpus_is_a_skip_with_reason(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_x.py": """
+        import pytest
+
+        @pytest.mark.dmlbench
+        def test_default(dist):
+            assert dist.backend == "gloo" and dist.device == "cpu"
+
+        @pytest.mark.dmlbench(backend="nccl")
+        def test_pinned_nccl(dist):
+            raise AssertionError("must not run without GPUs")
+    """})
+    result = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "-rs")
+    assert result.returncode == 0, result.output
+    result.lines.fnmatch_lines([
+        "SKIPPED [[]1[]] *: nccl needs one CUDA device per rank: world size 2, 0 device(s) visible; "
+        "use --dmlbench-backend gloo or a smaller world",
+        "*1 passed, 1 skipped*",
+    ])
