@@ -22,7 +22,12 @@ from torch.nn.parallel import DistributedDataParallel
 
 from pytest_dmlbench.measure.bandwidth import busbw_gbps
 from pytest_dmlbench.measure.clock import now
-from pytest_dmlbench.measure.collective_bench import bench_collective
+from pytest_dmlbench.measure.collective_bench import (
+    BENCH_COLLECTIVES,
+    CollectiveCheckFailed,
+    bench_collective,
+    check_collective,
+)
 from pytest_dmlbench.measure.collectives import counting_comm_hook
 from pytest_dmlbench.measure.memory import PeakMemoryWatch, peak_rss_bytes
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan
@@ -235,3 +240,31 @@ def test_comm_bytes_per_step_counts_every_gradient_once(dist: Any) -> None:
     figures = check_comm_bytes()
     assert figures["manual_bytes"] == figures["manual_bytes_min"] == figures["param_bytes"], figures
     assert figures["ddp_bytes"] == figures["ddp_bytes_min"] == figures["param_bytes"], figures
+
+
+def _does_nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _all_reduce_max(tensor: torch.Tensor, group: Any = None) -> None:
+    tdist.all_reduce(tensor, op=tdist.ReduceOp.MAX, group=group)
+
+
+@pytest.mark.dmlbench(world_size=2)
+@pytest.mark.parametrize("op", BENCH_COLLECTIVES, ids=list(BENCH_COLLECTIVES))
+def test_collective_check_accepts_torch_and_rejects_a_wrong_implementation(dist: Any, op: str) -> None:
+    check_collective(op)
+    # negative control: a collective that does nothing leaves wrong data on every rank that receives
+    # (broadcast: the non-source rank; reduce: the destination)
+    receives = {"broadcast": dist.rank != 0, "reduce": dist.rank == 0}.get(op, True)
+    if receives:
+        with pytest.raises(CollectiveCheckFailed, match=f"{op} on rank {dist.rank} of 2"):
+            check_collective(op, impl=_does_nothing)
+    else:
+        check_collective(op, impl=_does_nothing)
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_collective_check_rejects_the_wrong_reduction(dist: Any) -> None:
+    with pytest.raises(CollectiveCheckFailed, match="elements wrong"):
+        check_collective("all_reduce", impl=_all_reduce_max)

@@ -8,9 +8,12 @@ cannot be reset: :class:`PeakMemory` then says so (``rss_reset=False``) instead 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pytest_dmlbench.results import MetricResult
 
 MB = 1e6
 CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -125,3 +128,17 @@ class PeakMemoryWatch:
             rss_reset=self._rss_reset,
             peak_cuda_mb=cuda_mb,
         )
+
+
+def peak_memory_metrics(per_rank: Sequence[PeakMemory]) -> dict[str, MetricResult]:
+    """``peak_rss_mb`` and ``peak_cuda_mb`` of a case from every rank's :class:`PeakMemory`: the max over
+    ranks, one sample each. Needs no collective, so the parent can compute it from the ranks' reports
+    even when the case failed on some rank. A figure no rank could read is left out."""
+    metrics: dict[str, MetricResult] = {}
+    rss = [p.peak_rss_mb for p in per_rank if p.peak_rss_mb is not None]
+    cuda = [p.peak_cuda_mb for p in per_rank if p.peak_cuda_mb is not None]
+    if rss:
+        metrics["peak_rss_mb"] = MetricResult.of("peak_rss_mb", [max(rss)])
+    if cuda:
+        metrics["peak_cuda_mb"] = MetricResult.of("peak_cuda_mb", [max(cuda)])
+    return metrics

@@ -5,9 +5,11 @@ from pathlib import Path
 import pytest
 
 from pytest_dmlbench.measure.memory import (
+    PeakMemory,
     PeakMemoryWatch,
     current_rss_bytes,
     parse_status,
+    peak_memory_metrics,
     peak_rss_bytes,
     reset_peak_rss,
 )
@@ -64,3 +66,17 @@ def test_reset_peak_forgets_an_earlier_allocation() -> None:
     # negative control: before the reset the high-water mark holds the 150 MB block, after it does not
     assert stale / 1e6 - peak.peak_rss_mb > 100
     assert peak.peak_cuda_mb is None
+
+
+def test_case_peak_is_the_max_over_ranks() -> None:
+    ranks = [PeakMemory(300.0, True, None), PeakMemory(420.5, True, None), PeakMemory(None, False, None)]
+    metrics = peak_memory_metrics(ranks)
+    assert metrics["peak_rss_mb"].samples == [420.5]
+    assert metrics["peak_rss_mb"].unit == "MB"
+    assert "peak_cuda_mb" not in metrics
+
+
+def test_cuda_peak_is_reported_when_ranks_read_one() -> None:
+    # no GPU on this machine: the per-rank records stand in for what CUDA ranks would report
+    metrics = peak_memory_metrics([PeakMemory(1.0, True, 512.0), PeakMemory(1.0, True, 768.0)])
+    assert metrics["peak_cuda_mb"].samples == [768.0]
