@@ -30,7 +30,7 @@ from pytest_dmlbench.measure.collective_bench import (
 from pytest_dmlbench.measure.collectives import counting_comm_hook
 from pytest_dmlbench.measure.memory import PeakMemoryWatch, peak_rss_bytes
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan
-from pytest_dmlbench.measure.runner import benchmark_training
+from pytest_dmlbench.measure.runner import benchmark_training, time_callable
 from pytest_dmlbench.measure.stats import summarize
 
 MB = 1e6
@@ -275,3 +275,16 @@ def test_collective_check_accepts_torch_and_rejects_a_wrong_implementation(dist:
 def test_collective_check_rejects_the_wrong_reduction(dist: Any) -> None:
     with pytest.raises(CollectiveCheckFailed, match="elements wrong"):
         check_collective("all_reduce", impl=_all_reduce_max)
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_adaptive_round_count_is_decided_by_rank_zero_and_samples_are_maxed(dist: Any) -> None:
+    # rank 1 is five times slower: left to itself its rule would stop after 4 rounds, rank 0's after 20
+    seconds = 0.001 if dist.rank == 0 else 0.005
+    plan = RoundPlan(warmup=1, rounds=None, min_time_s=0.02, min_rounds=3, max_rounds=200)
+    timed = time_callable(time.sleep, (seconds,), plan=plan)
+    counts = [torch.zeros(1) for _ in range(2)]
+    tdist.all_gather(counts, torch.tensor([float(len(timed.samples))]))
+    assert counts[0] == counts[1], counts  # every rank ran the same rounds
+    assert len(timed.samples) >= 5  # more than rank 1 alone would have run: rank 0 decided
+    assert min(timed.samples) >= 0.005  # each sample is the slower rank's time
