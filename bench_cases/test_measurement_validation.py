@@ -44,11 +44,12 @@ def _mlp(width: int = 256, seed: int = 0) -> nn.Module:
 
 
 class _DDPStep:
-    """One DDP SGD step with a given communication hook (the strategy interface of the runner)."""
+    """One DDP SGD step with a given communication hook, or DDP's own C++ all-reduce for None."""
 
     def __init__(self, hook: Any, width: int = 256) -> None:
         self.model = DistributedDataParallel(_mlp(width))
-        self.model.register_comm_hook(None, hook)
+        if hook is not None:
+            self.model.register_comm_hook(None, hook)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: Any) -> float:
@@ -288,3 +289,17 @@ def test_adaptive_round_count_is_decided_by_rank_zero_and_samples_are_maxed(dist
     assert counts[0] == counts[1], counts  # every rank ran the same rounds
     assert len(timed.samples) >= 5  # more than rank 1 alone would have run: rank 0 decided
     assert min(timed.samples) >= 0.005  # each sample is the slower rank's time
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_ddp_traffic_out_of_sight_is_not_reported_as_zero(dist: Any) -> None:
+    batches = _batches(n=1, per_rank=8)
+    plan = RoundPlan(warmup=0, rounds=2)
+    loss = nn.CrossEntropyLoss()
+    builtin = benchmark_training(_DDPStep(None), batches, global_batch_size=16, loss_fn=loss, plan=plan)
+    assert "comm_bytes_per_step" not in builtin.metrics and "comm_busy_fraction" not in builtin.metrics
+    assert "counting_comm_hook" in builtin.notes[0]
+    hooked = benchmark_training(
+        _DDPStep(counting_comm_hook()), batches, global_batch_size=16, loss_fn=loss, plan=plan
+    )
+    assert hooked.notes == [] and min(hooked.metrics["comm_bytes_per_step"].samples) > 0

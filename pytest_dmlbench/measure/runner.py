@@ -110,6 +110,24 @@ class TrainingResult:
     exposed_comm_fraction_of_medians: float | None
     rss_reset: bool
     twin_time_s: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def unseen_communication(strategy: object) -> str | None:
+    """Why the collective instrumentation cannot see ``strategy``'s communication, or None.
+
+    DDP without a Python communication hook all-reduces its buckets inside its C++ reducer.
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = getattr(strategy, "model", None)
+    if isinstance(model, DistributedDataParallel) and getattr(model, "_comm_hooks", None) == []:
+        return (
+            "DDP without a Python communication hook all-reduces in C++, out of sight of the collective "
+            "instrumentation: comm_bytes_per_step and comm_busy_fraction are not reported. Register "
+            "pytest_dmlbench.measure.collectives.counting_comm_hook() on the model to count them."
+        )
+    return None
 
 
 def _median(values: Sequence[float]) -> float:
@@ -133,7 +151,8 @@ def benchmark_training(
     pair: the step and the twin on the same batch, each started at a barrier, the order alternating from
     round to round so that drift and order effects cancel. Metrics: ``step_time_s``,
     ``throughput_samples_per_s`` (``global_batch_size`` / step time), ``comm_busy_fraction`` and
-    ``comm_bytes_per_step`` (instrumented collectives; max over ranks), ``peak_rss_mb`` (whole benchmark,
+    ``comm_bytes_per_step`` (instrumented collectives; max over ranks; left out, with a note, for DDP
+    without a Python communication hook, whose traffic is invisible), ``peak_rss_mb`` (whole benchmark,
     max over ranks), ``peak_cuda_mb`` on CUDA, and with a twin ``exposed_comm_fraction`` and
     ``compute_comm_ratio`` (``T(twin) / (T(step) - T(twin))``, inf when nothing is exposed).
     """
@@ -188,9 +207,14 @@ def benchmark_training(
         "throughput_samples_per_s": MetricResult.of(
             "throughput_samples_per_s", [global_batch_size / t for t in step_times]
         ),
-        "comm_busy_fraction": MetricResult.of("comm_busy_fraction", [r[2] for r in rows]),
-        "comm_bytes_per_step": MetricResult.of("comm_bytes_per_step", [r[3] for r in rows]),
     }
+    notes: list[str] = []
+    unseen = unseen_communication(strategy) if sync.world_size > 1 else None
+    if unseen is None:
+        metrics["comm_busy_fraction"] = MetricResult.of("comm_busy_fraction", [r[2] for r in rows])
+        metrics["comm_bytes_per_step"] = MetricResult.of("comm_bytes_per_step", [r[3] for r in rows])
+    else:
+        notes.append(unseen)
     if peak.peak_rss_mb is not None:
         metrics["peak_rss_mb"] = MetricResult.of("peak_rss_mb", [peaks[0]])
     if peak.peak_cuda_mb is not None:
@@ -211,4 +235,5 @@ def benchmark_training(
         exposed_comm_fraction_of_medians=of_medians,
         rss_reset=peak.rss_reset,
         twin_time_s=twin_times if twin_step is not None else [],
+        notes=notes,
     )
