@@ -313,17 +313,25 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 def _record_case(item: pytest.Function, settings: CaseSettings, backend: str, run: Any) -> None:
-    """Keep the metrics rank 0 reported (rank-agreed figures are identical on every rank)."""
+    """Keep the metrics rank 0 reported (rank-agreed figures are identical on every rank) and the peak
+    memory maxed over ranks."""
+    from pytest_dmlbench.measure.memory import peak_memory_metrics
     from pytest_dmlbench.recording import case_result, metrics_from_payload, params_of
 
     first = run.ranks[0].outcome
     metrics = metrics_from_payload(first.payload) if first is not None else {}
-    if metrics:
-        callspec = getattr(item, "callspec", None)
-        item.stash[RESULT_KEY] = case_result(
-            item.nodeid, params_of(callspec.params if callspec is not None else {}), settings.world_size,
-            backend, metrics, settings.threshold_pct,
-        )
+    if not metrics:
+        return
+    peaks = [r.outcome.payload["peak_memory"] for r in run.ranks
+             if r.outcome is not None and "peak_memory" in r.outcome.payload]
+    if peaks:
+        metrics = {**peak_memory_metrics(peaks), **metrics}
+    notes = first.payload.get("notes", []) if first is not None else []
+    callspec = getattr(item, "callspec", None)
+    item.stash[RESULT_KEY] = case_result(
+        item.nodeid, params_of(callspec.params if callspec is not None else {}), settings.world_size,
+        backend, metrics, settings.threshold_pct, {"notes": notes} if notes else None,
+    )
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,6 +1,7 @@
 """Measurement: the clock, rank-agreed timing rounds, collective instrumentation, memory, statistics.
 
-Modules (none imports torch or pytest at import time):
+Modules (none imports torch or pytest at import time; import them directly, this package imports
+nothing so that ``results`` can use ``stats`` without a cycle):
 
 - ``clock``: :func:`now`, the one clock; ``use_clock(fn)`` substitutes it (tests).
 - ``rounds``: :class:`RoundPlan` (fixed or adaptive counts) and ``run_rounds``: rounds started at a
@@ -16,32 +17,3 @@ Modules (none imports torch or pytest at import time):
 """
 
 from __future__ import annotations
-
-from pytest_dmlbench.measure.bandwidth import algbw_gbps, bus_factor, busbw_gbps, memcpy_gbps
-from pytest_dmlbench.measure.clock import now, use_clock
-from pytest_dmlbench.measure.collective_bench import bench_collective, check_collective
-from pytest_dmlbench.measure.collectives import CommCounter, counting_comm_hook, instrument_collectives
-from pytest_dmlbench.measure.memory import PeakMemory, PeakMemoryWatch, peak_memory_metrics
-from pytest_dmlbench.measure.rounds import RoundPlan, run_rounds
-from pytest_dmlbench.measure.runner import benchmark_training, time_callable
-
-__all__ = [
-    "CommCounter",
-    "PeakMemory",
-    "PeakMemoryWatch",
-    "RoundPlan",
-    "algbw_gbps",
-    "bench_collective",
-    "benchmark_training",
-    "bus_factor",
-    "busbw_gbps",
-    "check_collective",
-    "counting_comm_hook",
-    "instrument_collectives",
-    "memcpy_gbps",
-    "now",
-    "peak_memory_metrics",
-    "run_rounds",
-    "time_callable",
-    "use_clock",
-]
