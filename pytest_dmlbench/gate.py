@@ -13,8 +13,9 @@ import pytest
 
 from pytest_dmlbench.baseline.session import BaselineOptions, BaselineSession
 from pytest_dmlbench.collector import run_facts
-from pytest_dmlbench.config import DmlbenchConfig
+from pytest_dmlbench.config import SCALING_ARG, DmlbenchConfig
 from pytest_dmlbench.recording import case_result, params_of
+from pytest_dmlbench.results import CaseResult, MetricResult
 
 
 class BaselineGate:
@@ -26,10 +27,38 @@ class BaselineGate:
         self.settings = settings
         self.result_key = result_key
         self.local_key = local_key
+        self._single_rank: dict[str, float] = {}
         self.baselines = BaselineSession(BaselineOptions(
             root=settings.baseline_dir, save=settings.save, compare=settings.compare,
             threshold_pct=settings.threshold_pct, fail_on_improvement=settings.fail_on_improvement,
         ))
+
+    def _add_scaling(self, item: pytest.Function, case: CaseResult) -> None:
+        """``speedup`` and ``scaling_efficiency`` of a ``scaling=True`` case against its ws1 variant.
+
+        Per-round samples: throughput(N) of each round / median throughput(1), so the figures can be
+        compared with baselines like any other. The ws1 variant must have run in this process first
+        (it does, unless xdist sent it to another worker; then a note says so).
+        """
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or SCALING_ARG not in callspec.params:
+            return
+        throughput = case.metrics.get("throughput_samples_per_s")
+        if throughput is None:
+            return
+        world_size = int(callspec.params[SCALING_ARG])
+        key = item.nodeid.replace(f"ws{world_size}", "ws*")
+        if world_size == 1:
+            self._single_rank[key] = throughput.stats.median
+            return
+        single = self._single_rank.get(key)
+        if single is None or not single > 0:
+            case.extra.setdefault("notes", []).append(
+                "speedup not computed: the ws1 variant of this case did not run in this process first")
+            return
+        speedup = [t / single for t in throughput.samples]
+        case.add(MetricResult.of("speedup", speedup))
+        case.add(MetricResult.of("scaling_efficiency", [s / world_size for s in speedup]))
 
     def _finished_case(self, item: pytest.Function) -> Any:
         local = item.stash.get(self.local_key, None)
@@ -46,6 +75,7 @@ class BaselineGate:
         outcome = yield
         case = self._finished_case(pyfuncitem)
         if case is not None:
+            self._add_scaling(pyfuncitem, case)
             from pytest_dmlbench.baseline.compare import failure_report
             from pytest_dmlbench.errors import BaselineError
 

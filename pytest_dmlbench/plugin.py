@@ -17,6 +17,7 @@ from pytest_dmlbench.config import (
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WORLD_SIZE,
+    SCALING_ARG,
     CaseSettings,
     DmlbenchConfig,
     case_settings,
@@ -38,7 +39,6 @@ LAUNCHED_KEY = pytest.StashKey[Any]()
 LOCAL_METRICS_KEY = pytest.StashKey[Any]()
 
 SKIP_REASON = "distributed case: run with --dmlbench"
-SCALING_ARG = "dmlbench_world_size"
 MARKER_DOC = (
     "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
