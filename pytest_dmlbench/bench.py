@@ -1,29 +1,118 @@
-"""The ``dmlbench`` fixture's value on a rank (placeholder timing until the measurement runner lands)."""
+"""The ``dmlbench`` fixture's value on a rank: timing, training and collective benchmarks.
+
+Every method must be called by every rank with the same arguments (round counts are agreed through
+collectives). Figures recorded here travel to the parent with the case's outcome; rank-agreed figures
+are identical on all ranks, and peak memory is maxed over ranks by the parent.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.results import Better, MetricResult
+
+DEFAULT_ROUNDS = 30
+DEFAULT_WARMUP = 2
 
 
 class RankBench:
-    """Times callables in rank-agreed rounds and records metrics for the parent."""
+    """``dmlbench(fn, *args, **kwargs)`` like pytest-benchmark's ``benchmark``, plus richer forms."""
 
     def __init__(self, dist: DistInfo, options: dict[str, Any]) -> None:
         self.dist = dist
         self.options = options
-        self.metrics: dict[str, dict[str, Any]] = {}
+        self.metrics: dict[str, MetricResult] = {}
+        self.notes: list[str] = []
+        self._memory: Any = None
+        self._peak: Any = None
 
+    # -- case lifecycle (called by the harness) --
     def begin_case(self, *, measure_memory: bool) -> None:
-        pass
+        """Reset this rank's memory peaks (only for cases that use the fixture)."""
+        if measure_memory:
+            from pytest_dmlbench.measure.memory import PeakMemoryWatch
+
+            self._memory = PeakMemoryWatch(self.dist.device).start()
 
     def end_case(self) -> None:
-        pass
+        if self._memory is not None:
+            self._peak = self._memory.stop()
 
     def payload(self) -> dict[str, Any]:
-        return {"metrics": self.metrics} if self.metrics else {}
+        payload: dict[str, Any] = {}
+        if self.metrics:
+            payload["metrics"] = {
+                name: {"samples": m.samples, "unit": m.unit, "better": m.better} for name, m in self.metrics.items()
+            }
+        if self._peak is not None and self.metrics:
+            payload["peak_memory"] = self._peak
+        if self.notes:
+            payload["notes"] = list(self.notes)
+        return payload
+
+    # -- what cases call --
+    def _plan(self, rounds: int | None, warmup: int | None, min_time_s: float | None) -> Any:
+        from pytest_dmlbench.measure.rounds import RoundPlan
+
+        if min_time_s is not None:
+            return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=None,
+                             min_time_s=min_time_s)
+        return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup,
+                         rounds=DEFAULT_ROUNDS if rounds is None else rounds)
 
     def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
+        """Time ``fn(*args, **kwargs)`` in rank-agreed rounds; returns its last result."""
+        return self.pedantic(fn, args=args, kwargs=kwargs)
+
+    def pedantic(self, fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
+                 rounds: int | None = None, warmup: int | None = None, iterations: int = 1,
+                 min_time_s: float | None = None, samples_per_call: int | None = None) -> Any:
+        """Like ``__call__`` with explicit control: fixed ``rounds`` (or adaptive until ``min_time_s``),
+        ``warmup`` rounds, ``iterations`` calls per round; ``samples_per_call`` (global samples one call
+        processes) adds ``throughput_samples_per_s``."""
+        from pytest_dmlbench.measure.runner import time_callable
+
+        timed = time_callable(fn, args, kwargs, plan=self._plan(rounds, warmup, min_time_s),
+                              iterations=iterations, device=self.dist.device)
+        self.metrics.update(timed.metrics())
+        if samples_per_call is not None:
+            self.metrics["throughput_samples_per_s"] = MetricResult.of(
+                "throughput_samples_per_s", [samples_per_call / t if t > 0 else float("nan") for t in timed.samples]
+            )
+        return timed.result
+
+    def train(self, strategy: Any, batches: Iterable[tuple[Any, Any]], *, global_batch_size: int,
+              loss_fn: Callable[..., Any], twin: Any = None, rounds: int | None = None,
+              warmup: int | None = None) -> Any:
+        """Benchmark training steps of a strategy on this rank's ``batches`` against its no-communication
+        ``twin``: step time, throughput, exposed communication, busy fraction, bytes, peak memory."""
+        from pytest_dmlbench.measure.runner import benchmark_training
+
+        result = benchmark_training(strategy, batches, global_batch_size=global_batch_size, loss_fn=loss_fn,
+                                    twin=twin, plan=self._plan(rounds, warmup, None), device=self.dist.device)
+        self.metrics.update(result.metrics)
+        self.notes.extend(result.notes)
+        return result
+
+    def collective(self, op: str, nbytes: int, *, iters: int = 20, warmup: int = 5, rounds: int = 10,
+                   check: bool = True) -> Any:
+        """nccl-tests style: time ``iters`` back-to-back ``op`` calls per round; records time per op,
+        ``algbw_gbps`` and ``busbw_gbps``; correctness is checked in separate untimed calls."""
+        from pytest_dmlbench.measure.collective_bench import bench_collective
+
+        result = bench_collective(op, nbytes, iters=iters, warmup=warmup, rounds=rounds,
+                                  device=self.dist.device, check=check)
+        self.metrics.update(result.metrics())
+        return result
+
+    def record(self, name: str, samples: Iterable[float] | float, *, unit: str | None = None,
+               better: Better = None) -> MetricResult:
+        """Record a figure of your own (rank 0's values are the ones kept: make them rank-agreed)."""
+        values = [float(samples)] if isinstance(samples, int | float) else [float(s) for s in samples]
+        if not values:
+            raise ValueError(f"metric {name!r}: no samples given")
+        metric = MetricResult.of(name, values, unit, better)
+        self.metrics[name] = metric
+        return metric

@@ -1,4 +1,5 @@
-"""Gathers every case's results where reports arrive (the xdist controller, or the only process)."""
+"""Gathers every case's results where reports arrive (the xdist controller, or the only process) and
+writes the run's reports at the end: terminal table, results JSON, GitHub job summary."""
 
 from __future__ import annotations
 
@@ -14,12 +15,33 @@ from pytest_dmlbench.results import CaseResult, RunResults
 REPORT_ATTR = "dmlbench_result"
 
 
-def is_xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
+def _workers(config: pytest.Config) -> int:
+    worker_count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker_count and worker_count.isdigit():
+        return max(1, int(worker_count))
+    numprocesses = getattr(config.option, "numprocesses", None)
+    if isinstance(numprocesses, int) and numprocesses > 0:
+        return numprocesses
+    if numprocesses in ("auto", "logical"):
+        return os.cpu_count() or 1
+    return 1
+
+
+def run_facts(config: pytest.Config, settings: DmlbenchConfig) -> dict[str, Any]:
+    """What a run's figures depend on beyond the machine: world size, xdist workers, cores."""
+    workers = _workers(config)
+    cores = os.cpu_count() or 1
+    return {
+        "world_size": settings.world_size,
+        "xdist_workers": workers,
+        "cores": cores,
+        "oversubscribed": settings.world_size * workers > cores,
+        "threshold_pct": settings.threshold_pct,
+    }
 
 
 class ResultsCollector:
-    """A pytest plugin object: collects ``CaseResult`` dicts from reports, writes them at the end."""
+    """A pytest plugin object: collects ``CaseResult`` dicts from reports, reports them at the end."""
 
     def __init__(self, config: pytest.Config, settings: DmlbenchConfig) -> None:
         self.config = config
@@ -31,24 +53,31 @@ class ResultsCollector:
         if data is not None and report.when == "call":
             self.cases.append(CaseResult.from_dict(data))
 
-    def run_facts(self) -> dict[str, Any]:
-        numprocesses = getattr(self.config.option, "numprocesses", None)
-        workers = numprocesses if isinstance(numprocesses, int) and numprocesses > 0 else 1
-        cores = os.cpu_count() or 1
-        return {
-            "world_size": self.settings.world_size,
-            "xdist_workers": workers,
-            "cores": cores,
-            "oversubscribed": self.settings.world_size * workers > cores,
-            "threshold_pct": self.settings.threshold_pct,
-        }
-
     def results(self) -> RunResults:
         from pytest_dmlbench.baseline.fingerprint import machine_fingerprint
 
+        backends = sorted({c.backend for c in self.cases if c.backend != "local"}) or ["gloo"]
         return RunResults(
-            machine=machine_fingerprint(),
+            machine=machine_fingerprint(backends[0]),
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            run=self.run_facts(),
+            run=run_facts(self.config, self.settings),
             cases=sorted(self.cases, key=lambda c: c.nodeid),
         )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.cases:
+            return
+        from pytest_dmlbench.report import append_step_summary, terminal_table, write_results
+
+        results = self.results()
+        terminalreporter.section("dmlbench")
+        terminalreporter.write_line(terminal_table(results))
+        if self.settings.json_path is not None:
+            write_results(self.settings.json_path, results)
+            terminalreporter.write_line(f"dmlbench: results written to {self.settings.json_path}")
+        summary = append_step_summary(results)
+        if summary is not None:
+            terminalreporter.write_line(f"dmlbench: job summary appended to {summary}")
+        if self.settings.save:
+            terminalreporter.write_line(f"dmlbench: baselines saved under {self.settings.baseline_dir}")

@@ -88,6 +88,7 @@ class CaseSettings:
     scaling: bool
 
 
+SCALING_ARG = "dmlbench_world_size"  # the parameter ``scaling=True`` adds (ids ws1, ws2, ...)
 MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling")
 
 

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from pytest_dmlbench.collector import REPORT_ATTR, ResultsCollector
 from pytest_dmlbench.config import (
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WORLD_SIZE,
+    SCALING_ARG,
     CaseSettings,
     DmlbenchConfig,
     case_settings,
@@ -35,10 +37,8 @@ RUN_KEY = pytest.StashKey[Any]()
 RESULT_KEY = pytest.StashKey[Any]()
 LAUNCHED_KEY = pytest.StashKey[Any]()
 LOCAL_METRICS_KEY = pytest.StashKey[Any]()
-REPORT_ATTR = "dmlbench_result"
 
 SKIP_REASON = "distributed case: run with --dmlbench"
-SCALING_ARG = "dmlbench_world_size"
 MARKER_DOC = (
     "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
@@ -129,9 +129,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_dmlbench.session import DmlbenchSession, xdist_workers
 
         config.stash[SESSION_KEY] = DmlbenchSession(settings, cores=os.cpu_count() or 1, workers=xdist_workers())
-    if config.stash.get(LAUNCHED_KEY, None) is None or config.stash[LAUNCHED_KEY].rank == 0:
-        from pytest_dmlbench.collector import ResultsCollector
+    from pytest_dmlbench.gate import BaselineGate
 
+    config.pluginmanager.register(BaselineGate(config, settings, RESULT_KEY, LOCAL_METRICS_KEY), "dmlbench-gate")
+    if config.stash.get(LAUNCHED_KEY, None) is None or config.stash[LAUNCHED_KEY].rank == 0:
         config.pluginmanager.register(ResultsCollector(config, settings), "dmlbench-results")
 
 
@@ -312,17 +313,25 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 def _record_case(item: pytest.Function, settings: CaseSettings, backend: str, run: Any) -> None:
-    """Keep the metrics rank 0 reported (rank-agreed figures are identical on every rank)."""
+    """Keep the metrics rank 0 reported (rank-agreed figures are identical on every rank) and the peak
+    memory maxed over ranks."""
+    from pytest_dmlbench.measure.memory import peak_memory_metrics
     from pytest_dmlbench.recording import case_result, metrics_from_payload, params_of
 
     first = run.ranks[0].outcome
     metrics = metrics_from_payload(first.payload) if first is not None else {}
-    if metrics:
-        callspec = getattr(item, "callspec", None)
-        item.stash[RESULT_KEY] = case_result(
-            item.nodeid, params_of(callspec.params if callspec is not None else {}), settings.world_size,
-            backend, metrics, settings.threshold_pct,
-        )
+    if not metrics:
+        return
+    peaks = [r.outcome.payload["peak_memory"] for r in run.ranks
+             if r.outcome is not None and "peak_memory" in r.outcome.payload]
+    if peaks:
+        metrics = {**peak_memory_metrics(peaks), **metrics}
+    notes = first.payload.get("notes", []) if first is not None else []
+    callspec = getattr(item, "callspec", None)
+    item.stash[RESULT_KEY] = case_result(
+        item.nodeid, params_of(callspec.params if callspec is not None else {}), settings.world_size,
+        backend, metrics, settings.threshold_pct, {"notes": notes} if notes else None,
+    )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -331,15 +340,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.excinfo is not None and call.excinfo.errisinstance(DistributedCaseFailed):
         report.longrepr = str(call.excinfo.value)
     if call.when == "call":
-        local = item.stash.get(LOCAL_METRICS_KEY, None)
-        if local is not None and local.metrics and RESULT_KEY not in item.stash:
-            from pytest_dmlbench.recording import case_result, params_of
-
-            callspec = getattr(item, "callspec", None)
-            item.stash[RESULT_KEY] = case_result(
-                item.nodeid, params_of(callspec.params if callspec is not None else {}), 1, "local",
-                local.metrics, None,
-            )
         result = item.stash.get(RESULT_KEY, None)
         if result is not None:
             result.outcome = report.outcome

@@ -1,0 +1,369 @@
+"""Instrumentation of ``torch.distributed`` collectives: payload bytes, calls and time inside them.
+
+``with instrument_collectives() as comm:`` replaces the collective functions of ``torch.distributed``
+(and of ``torch.distributed.distributed_c10d``) by counting wrappers; they are restored when the last
+active counter exits. Every call records, into every active :class:`CommCounter`:
+
+- ``bytes``: the payload this rank hands to the collective (see :data:`PAYLOAD`); ``barrier`` counts
+  calls and time but no bytes, and neither does any collective in a group of one rank (nothing leaves
+  the process; a world of one rank reports zero communication bytes);
+- ``blocked_s``: time the calling thread spent inside the call, plus inside ``Work.wait()`` for
+  ``async_op=True`` calls and ``isend``/``irecv``;
+- ``busy_s``: the union of the intervals [issue, completion] over all calls, so overlapping asynchronous
+  collectives are not counted twice. An asynchronous call completes when its ``wait()`` returns, when
+  ``is_completed()`` first reports True, or when the future from ``get_future()`` is done.
+
+What is seen: calls of the functions named in :data:`PAYLOAD` made through the module attribute at call
+time (``dist.all_reduce(...)``, ``torch.distributed.distributed_c10d.all_reduce(...)``), including those
+made by Python DDP communication hooks such as ``allreduce_hook``; a collective that torch implements by
+calling another one is counted once. What is NOT seen: functions bound before instrumentation
+(``from torch.distributed import all_reduce`` at import time), calls on ``ProcessGroup`` objects directly,
+``*_object`` collectives, ``batch_isend_irecv``, and everything DDP's C++ reducer does on its own: DDP
+without a registered Python hook all-reduces its buckets in C++. Register :func:`counting_comm_hook` (it
+wraps the default ``allreduce_hook``, or any hook you pass) to count DDP's bucket bytes and their
+completion time.
+Asynchronous handles are returned wrapped in a proxy (attribute access is forwarded), so code that checks
+``isinstance(work, dist.Work)`` sees a different type while instrumentation is on.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_dmlbench.measure.clock import now
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _nbytes(tensor: torch.Tensor | None) -> int:
+    return 0 if tensor is None else int(tensor.numel() * tensor.element_size())
+
+
+def _list_nbytes(tensors: list[torch.Tensor] | None) -> int:
+    return sum(_nbytes(t) for t in tensors or ())
+
+
+def _arg(name: str) -> Callable[[Mapping[str, Any]], int]:
+    return lambda args: _nbytes(args.get(name))
+
+
+def _list_arg(name: str) -> Callable[[Mapping[str, Any]], int]:
+    return lambda args: _list_nbytes(args.get(name))
+
+
+# Payload bytes this rank hands to each collective, from its bound arguments: the tensor it contributes
+# (or, for recv/irecv, the buffer it hands over to be filled). all_gather: its own input, not the gathered
+# output; reduce_scatter: its whole input; broadcast: the tensor on every rank, source or not.
+PAYLOAD: dict[str, Callable[[Mapping[str, Any]], int]] = {
+    "all_reduce": _arg("tensor"),
+    "all_gather": _arg("tensor"),
+    "all_gather_into_tensor": _arg("input_tensor"),
+    "all_gather_single": _arg("input_tensor"),
+    "all_gather_coalesced": _list_arg("input_tensor_list"),
+    "reduce_scatter": _list_arg("input_list"),
+    "reduce_scatter_tensor": _arg("input"),
+    "reduce_scatter_single": _arg("input"),
+    "all_reduce_coalesced": _list_arg("tensors"),
+    "broadcast": _arg("tensor"),
+    "reduce": _arg("tensor"),
+    "all_to_all": _list_arg("input_tensor_list"),
+    "all_to_all_single": _arg("input"),
+    "gather": _arg("tensor"),
+    "scatter": _arg("tensor"),
+    "send": _arg("tensor"),
+    "recv": _arg("tensor"),
+    "isend": _arg("tensor"),
+    "irecv": _arg("tensor"),
+    "barrier": lambda args: 0,
+}
+
+DDP_BUCKET_OP = "ddp_bucket"
+
+
+@dataclass
+class OpStats:
+    """Totals of one collective kind."""
+
+    calls: int = 0
+    bytes: int = 0
+    blocked_s: float = 0.0
+
+
+@dataclass(eq=False)  # identity: two counters with equal totals are still different counters
+class CommCounter:
+    """Accumulates what instrumented collectives report while this counter is active (thread-safe)."""
+
+    ops: dict[str, OpStats] = field(default_factory=dict)
+    intervals: list[tuple[float, float]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def record_call(self, op: str, nbytes: int, blocked_s: float) -> None:
+        with self._lock:
+            stats = self.ops.setdefault(op, OpStats())
+            stats.calls += 1
+            stats.bytes += nbytes
+            stats.blocked_s += blocked_s
+
+    def record_blocked(self, op: str, seconds: float) -> None:
+        with self._lock:
+            self.ops.setdefault(op, OpStats()).blocked_s += seconds
+
+    def record_interval(self, start: float, end: float) -> None:
+        with self._lock:
+            self.intervals.append((start, end))
+
+    def reset(self) -> None:
+        with self._lock:
+            self.ops.clear()
+            self.intervals.clear()
+
+    @property
+    def bytes(self) -> int:
+        with self._lock:
+            return sum(s.bytes for s in self.ops.values())
+
+    @property
+    def calls(self) -> int:
+        with self._lock:
+            return sum(s.calls for s in self.ops.values())
+
+    @property
+    def blocked_s(self) -> float:
+        with self._lock:
+            return sum(s.blocked_s for s in self.ops.values())
+
+    @property
+    def busy_s(self) -> float:
+        """Length of the union of [issue, completion] intervals."""
+        with self._lock:
+            intervals = sorted(self.intervals)
+        return union_length(intervals)
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by sorted (start, end) intervals, overlaps counted once."""
+    total = 0.0
+    cur_start: float | None = None
+    cur_end = 0.0
+    for start, end in intervals:
+        if cur_start is None or start > cur_end:
+            if cur_start is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_start is not None:
+        total += cur_end - cur_start
+    return total
+
+
+class _Registry(threading.local):
+    suppressed: bool = False
+
+
+_local = _Registry()
+_active: list[CommCounter] = []
+_originals: dict[tuple[Any, str], Callable[..., Any]] = {}
+_install_lock = threading.Lock()
+
+
+def _recording() -> list[CommCounter]:
+    return [] if _local.suppressed else list(_active)
+
+
+@contextmanager
+def _suppressed() -> Iterator[None]:
+    previous = _local.suppressed
+    _local.suppressed = True
+    try:
+        yield
+    finally:
+        _local.suppressed = previous
+
+
+class _TimedWork:
+    """Proxy of an asynchronous ``Work`` that records when the operation is seen to complete."""
+
+    def __init__(self, work: Any, op: str, start: float, counters: list[CommCounter]) -> None:
+        self._work = work
+        self._op = op
+        self._start = start
+        self._counters = counters
+        self._finished = False
+        self._finish_lock = threading.Lock()
+
+    def _finish(self, end: float) -> None:
+        with self._finish_lock:
+            if self._finished:
+                return
+            self._finished = True
+        for counter in self._counters:
+            counter.record_interval(self._start, end)
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        t0 = now()
+        result = self._work.wait(*args, **kwargs)
+        t1 = now()
+        for counter in self._counters:
+            counter.record_blocked(self._op, t1 - t0)
+        self._finish(t1)
+        return result
+
+    def is_completed(self) -> bool:
+        done = bool(self._work.is_completed())
+        if done:
+            self._finish(now())
+        return done
+
+    def get_future(self) -> Any:
+        future = self._work.get_future()
+        future.add_done_callback(lambda _: self._finish(now()))
+        return future
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
+
+
+def _group_size(group: Any) -> int:
+    import torch.distributed as dist
+
+    return int(dist.get_world_size(group))
+
+
+def _counting(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+    payload = PAYLOAD[op]
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        counters = _recording()
+        if not counters:
+            return original(*args, **kwargs)
+        arguments = signature.bind(*args, **kwargs).arguments
+        nbytes = payload(arguments) if _group_size(arguments.get("group")) > 1 else 0
+        start = now()
+        with _suppressed():  # a collective implemented through another one is counted once
+            result = original(*args, **kwargs)
+        end = now()
+        for counter in counters:
+            counter.record_call(op, nbytes, end - start)
+        if result is not None and hasattr(result, "wait"):
+            return _TimedWork(result, op, start, counters)
+        for counter in counters:
+            counter.record_interval(start, end)
+        return result
+
+    wrapper.__dmlbench_original__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _modules() -> list[Any]:
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    return [dist, c10d]
+
+
+def original(op: str) -> Callable[..., Any]:
+    """The uninstrumented ``torch.distributed`` function ``op`` (for the runner's own bookkeeping)."""
+    import torch.distributed as dist
+
+    fn = getattr(dist, op)
+    return getattr(fn, "__dmlbench_original__", fn)
+
+
+def _install() -> None:
+    for module in _modules():
+        for op in PAYLOAD:
+            current = getattr(module, op, None)
+            if current is None or hasattr(current, "__dmlbench_original__"):
+                continue
+            _originals[(module, op)] = current
+            setattr(module, op, _counting(op, current))
+
+
+def _uninstall() -> None:
+    for (module, op), fn in _originals.items():
+        setattr(module, op, fn)
+    _originals.clear()
+
+
+@contextmanager
+def instrument_collectives(counter: CommCounter | None = None) -> Iterator[CommCounter]:
+    """Count collectives issued (by any thread) inside the block into ``counter`` (a new one by default).
+
+    Blocks nest; each active counter sees every call. The functions are restored when the last one exits.
+    """
+    counter = counter if counter is not None else CommCounter()
+    with _install_lock:
+        if not _active:
+            _install()
+        _active.append(counter)
+    try:
+        yield counter
+    finally:
+        with _install_lock:
+            _active.remove(counter)
+            if not _active:
+                _uninstall()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """Collectives issued by this thread inside the block are not recorded (bookkeeping traffic)."""
+    with _suppressed():
+        yield
+
+
+def _hook_group(state: Any) -> Any:
+    """The process group of a DDP hook state: the group itself, None (world) or ``state.process_group``."""
+    import torch.distributed as dist
+
+    if state is None or isinstance(state, dist.ProcessGroup):
+        return state
+    return getattr(state, "process_group", None)
+
+
+def counting_comm_hook(hook: Callable[[Any, Any], Any] | None = None) -> Callable[[Any, Any], Any]:
+    """A DDP communication hook that counts bucket bytes and completion time, then runs ``hook``.
+
+    ``hook`` defaults to ``allreduce_hook`` (same result as DDP without a hook). Register it as usual:
+    ``ddp.register_comm_hook(state, counting_comm_hook(hook))``. Each bucket is recorded once, as op
+    ``"ddp_bucket"`` with ``bucket.buffer()``'s bytes; collectives the inner hook issues are not counted a
+    second time. Outside :func:`instrument_collectives` the hook only forwards.
+    """
+    if hook is None:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        hook = allreduce_hook
+    inner = hook
+
+    @functools.wraps(inner)
+    def counted(state: Any, bucket: Any) -> Any:
+        counters = _recording()
+        if not counters:
+            return inner(state, bucket)
+        nbytes = _nbytes(bucket.buffer()) if _group_size(_hook_group(state)) > 1 else 0
+        start = now()
+        with _suppressed():
+            future = inner(state, bucket)
+        issued = now()
+        for counter in counters:
+            counter.record_call(DDP_BUCKET_OP, nbytes, issued - start)
+
+        def done(_: Any) -> None:
+            end = now()
+            for counter in counters:
+                counter.record_interval(start, end)
+
+        future.add_done_callback(done)
+        return future
+
+    return counted

@@ -1,0 +1,144 @@
+"""Peak memory of this rank: resident set (Linux ``VmHWM``, reset through ``clear_refs``) and CUDA.
+
+``ru_maxrss`` only grows over a process's life, so in a long-lived rank process it would carry the peak of
+an earlier case into the next. Writing ``5`` to ``/proc/self/clear_refs`` resets the high-water mark
+``VmHWM`` of ``/proc/self/status`` to the current RSS. Where that file is missing or not writable the peak
+cannot be reset: :class:`PeakMemory` then says so (``rss_reset=False``) instead of pretending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_dmlbench.results import MetricResult
+
+MB = 1e6
+CLEAR_REFS = Path("/proc/self/clear_refs")
+STATUS = Path("/proc/self/status")
+
+_UNITS = {"kB": 1024, "mB": 1024**2, "gB": 1024**3, "B": 1}
+
+
+def parse_status(text: str) -> dict[str, int]:
+    """The memory fields (``Vm*``, ``Rss*``...) of a ``/proc/<pid>/status`` text, in bytes."""
+    fields: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        parts = rest.split()
+        if not sep or len(parts) != 2 or parts[1] not in _UNITS:
+            continue
+        try:
+            fields[key.strip()] = int(parts[0]) * _UNITS[parts[1]]
+        except ValueError:
+            continue
+    return fields
+
+
+def _status_field(name: str, status: Path = STATUS) -> int | None:
+    try:
+        text = status.read_text()
+    except OSError:
+        return None
+    return parse_status(text).get(name)
+
+
+def reset_peak_rss(clear_refs: Path = CLEAR_REFS) -> bool:
+    """Reset this process's RSS high-water mark; False when the kernel interface is unavailable."""
+    try:
+        with open(clear_refs, "w") as handle:
+            handle.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_bytes(status: Path = STATUS) -> int | None:
+    """``VmHWM`` (peak resident set since start or the last reset) in bytes; None where not available.
+
+    Falls back to ``resource.getrusage`` (peak since process start, never reset) off Linux.
+    """
+    value = _status_field("VmHWM", status)
+    if value is not None:
+        return value
+    try:
+        import resource
+    except ImportError:
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def current_rss_bytes(status: Path = STATUS) -> int | None:
+    """``VmRSS`` in bytes, None where not available."""
+    return _status_field("VmRSS", status)
+
+
+def _cuda_device(device: Any) -> Any:
+    import torch
+
+    if device is None or not torch.cuda.is_available():
+        return None
+    device = torch.device(device)
+    return device if device.type == "cuda" else None
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """Peak memory of one rank over a measured span. ``rss_reset`` False: the peak may predate the span."""
+
+    peak_rss_mb: float | None
+    rss_reset: bool
+    peak_cuda_mb: float | None
+
+
+class PeakMemoryWatch:
+    """Reset peaks with :meth:`start`, read them with :meth:`stop`. ``device`` selects the CUDA device."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.device = device
+        self._rss_reset = False
+        self._started = False
+
+    def start(self) -> PeakMemoryWatch:
+        self._rss_reset = reset_peak_rss()
+        cuda = _cuda_device(self.device)
+        if cuda is not None:
+            import torch
+
+            torch.cuda.synchronize(cuda)
+            torch.cuda.reset_peak_memory_stats(cuda)
+        self._started = True
+        return self
+
+    def stop(self) -> PeakMemory:
+        if not self._started:
+            raise RuntimeError("PeakMemoryWatch.stop() called before start(); call start() before the case")
+        rss = peak_rss_bytes()
+        cuda_mb: float | None = None
+        cuda = _cuda_device(self.device)
+        if cuda is not None:
+            import torch
+
+            torch.cuda.synchronize(cuda)
+            cuda_mb = torch.cuda.max_memory_allocated(cuda) / MB
+        return PeakMemory(
+            peak_rss_mb=None if rss is None else rss / MB,
+            rss_reset=self._rss_reset,
+            peak_cuda_mb=cuda_mb,
+        )
+
+
+def peak_memory_metrics(per_rank: Sequence[PeakMemory]) -> dict[str, MetricResult]:
+    """``peak_rss_mb`` and ``peak_cuda_mb`` of a case from every rank's :class:`PeakMemory`: the max over
+    ranks, one sample each. Needs no collective, so the parent can compute it from the ranks' reports
+    even when the case failed on some rank. A figure no rank could read is left out."""
+    metrics: dict[str, MetricResult] = {}
+    rss = [p.peak_rss_mb for p in per_rank if p.peak_rss_mb is not None]
+    cuda = [p.peak_cuda_mb for p in per_rank if p.peak_cuda_mb is not None]
+    if rss:
+        metrics["peak_rss_mb"] = MetricResult.of("peak_rss_mb", [max(rss)])
+    if cuda:
+        metrics["peak_cuda_mb"] = MetricResult.of("peak_cuda_mb", [max(cuda)])
+    return metrics

@@ -1,0 +1,128 @@
+"""Rank-agreed timing rounds: every rank runs the same number of rounds, each started at a barrier.
+
+One small ``all_reduce(MAX)`` on a float64 vector per round does three jobs at once:
+
+1. it is the barrier the round starts at (no rank leaves it before every rank entered it);
+2. it carries rank 0's decision whether another round follows (rank 0 contributes 1.0 or 0.0, the other
+   ranks 0.0, so MAX yields rank 0's flag): round counts are agreed, no collective is left unmatched,
+   even under an adaptive stopping rule;
+3. it carries the values every rank measured in the previous round, so each round's result is the max
+   over ranks, identical on all ranks.
+
+A loop of R rounds (warm-up included) issues R + 1 of these. They go to the uninstrumented
+``all_reduce``, so collective instrumentation never counts them. Without an initialised process group, or
+with a world of one rank, rounds run locally with no collective.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_dmlbench.measure.collectives import original
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """How many rounds to run. ``rounds`` set: exactly that many. ``rounds=None``: adaptive, decided by
+    rank 0 from its own measured times: at least ``min_rounds``, then until the measured time reaches
+    ``min_time_s`` or ``max_rounds`` is hit. ``warmup`` rounds run first and are discarded."""
+
+    warmup: int = 1
+    rounds: int | None = 10
+    min_time_s: float = 1.0
+    min_rounds: int = 5
+    max_rounds: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise ValueError(f"RoundPlan: warmup must be >= 0, got {self.warmup}")
+        if self.rounds is not None and self.rounds < 1:
+            raise ValueError(f"RoundPlan: rounds must be >= 1 (or None for adaptive), got {self.rounds}")
+        if self.rounds is None:
+            if not 1 <= self.min_rounds <= self.max_rounds:
+                raise ValueError(
+                    f"RoundPlan: need 1 <= min_rounds <= max_rounds, got {self.min_rounds}, {self.max_rounds}"
+                )
+            if not (self.min_time_s >= 0 and math.isfinite(self.min_time_s)):
+                raise ValueError(f"RoundPlan: min_time_s must be a finite number >= 0, got {self.min_time_s}")
+
+    def wants_more(self, rounds_run: int, measured: Sequence[float]) -> bool:
+        """Whether another round follows, after ``rounds_run`` rounds (warm-up included) whose measured
+        (post-warm-up) first values are ``measured``."""
+        if rounds_run < self.warmup:
+            return True
+        done = len(measured)
+        if self.rounds is not None:
+            return done < self.rounds
+        if done < self.min_rounds:
+            return True
+        return done < self.max_rounds and sum(measured) < self.min_time_s
+
+
+class RankSync:
+    """The per-round synchronising ``all_reduce(MAX)`` of this rank in ``group`` (default: the world)."""
+
+    def __init__(self, group: Any = None) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self._torch = torch
+        self.group = group
+        initialised = dist.is_available() and dist.is_initialized()
+        self.world_size = dist.get_world_size(group) if initialised else 1
+        self.rank = dist.get_rank(group) if initialised else 0
+        self.distributed = self.world_size > 1
+        self._all_reduce = original("all_reduce")
+        self._max = dist.ReduceOp.MAX
+        self._device = torch.device("cpu")
+        if self.distributed and dist.get_backend(group) == "nccl":
+            self._device = torch.device("cuda", torch.cuda.current_device())
+
+    def exchange(self, flag: float, values: Sequence[float]) -> tuple[bool, list[float]]:
+        """Barrier + agreement: (rank 0's flag > 0, element-wise max over ranks of ``values``)."""
+        if not self.distributed:
+            return flag > 0, [float(v) for v in values]
+        mine = flag if self.rank == 0 else 0.0
+        vector = self._torch.tensor([mine, *values], dtype=self._torch.float64, device=self._device)
+        self._all_reduce(vector, op=self._max, group=self.group)
+        out = vector.tolist()
+        return out[0] > 0, out[1:]
+
+    def barrier(self) -> None:
+        """A barrier through the same uninstrumented collective."""
+        self.exchange(0.0, ())
+
+    def max(self, values: Sequence[float]) -> list[float]:
+        """Element-wise max over ranks of ``values`` (also a barrier)."""
+        return self.exchange(0.0, values)[1]
+
+
+def run_rounds(
+    body: Callable[[], Sequence[float]],
+    plan: RoundPlan,
+    width: int,
+    sync: RankSync | None = None,
+) -> list[list[float]]:
+    """Run ``body`` in rank-agreed rounds and return, per measured round, the max over ranks of the
+    ``width`` values it returned (identical on every rank). The first value drives the adaptive rule."""
+    sync = sync if sync is not None else RankSync()
+    rows: list[list[float]] = []
+    measured_local: list[float] = []
+    pending = [0.0] * width
+    rounds_run = 0
+    while True:
+        flag = 1.0 if plan.wants_more(rounds_run, measured_local) else 0.0
+        go, maxed = sync.exchange(flag, pending)
+        if rounds_run > plan.warmup:
+            rows.append(maxed)
+        if not go:
+            return rows
+        pending = [float(v) for v in body()]
+        if len(pending) != width:
+            raise ValueError(f"round body returned {len(pending)} values, expected {width}")
+        rounds_run += 1
+        if rounds_run > plan.warmup:
+            measured_local.append(pending[0])

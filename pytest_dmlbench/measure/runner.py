@@ -1,0 +1,239 @@
+"""The benchmark runner: time a callable, or a training strategy against its no-communication twin.
+
+Both forms run rank-agreed rounds (:mod:`pytest_dmlbench.measure.rounds`): each round starts at a barrier,
+is timed on every rank with :func:`~pytest_dmlbench.measure.clock.now`, and its sample is the max over
+ranks, so the returned samples are identical on every rank. Only the callable (and, on CUDA, a device
+synchronisation) lies between the two clock readings of a round; the barrier and the exchange of results
+happen outside the timed span.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_dmlbench.measure.clock import now
+from pytest_dmlbench.measure.collectives import CommCounter, instrument_collectives
+from pytest_dmlbench.measure.memory import PeakMemoryWatch
+from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
+from pytest_dmlbench.results import MetricResult
+
+
+def _synchronizer(device: Any) -> Callable[[], None] | None:
+    """A function that waits for queued device work, or None on CPU."""
+    if device is None:
+        return None
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    return lambda: torch.cuda.synchronize(device)
+
+
+@dataclass
+class TimedCall:
+    """Per-round step times (max over ranks, identical on all ranks) and the callable's last result."""
+
+    samples: list[float]
+    result: Any
+    iterations: int
+
+    def metrics(self) -> dict[str, MetricResult]:
+        return {"step_time_s": MetricResult.of("step_time_s", self.samples)}
+
+
+def time_callable(
+    fn: Callable[..., Any],
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    plan: RoundPlan | None = None,
+    iterations: int = 1,
+    device: Any = None,
+    group: Any = None,
+) -> TimedCall:
+    """Time ``fn(*args, **kwargs)`` in rank-agreed rounds on every rank of ``group``.
+
+    Each round calls ``fn`` ``iterations`` times back to back (for callables too short to time singly)
+    and records the elapsed time divided by ``iterations``. Every rank must call this with the same plan.
+    """
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    plan = plan if plan is not None else RoundPlan()
+    kwargs = dict(kwargs or {})
+    sync_device = _synchronizer(device)
+    last: list[Any] = [None]
+
+    def body() -> tuple[float]:
+        start = now()
+        for _ in range(iterations):
+            last[0] = fn(*args, **kwargs)
+        if sync_device is not None:
+            sync_device()
+        return ((now() - start) / iterations,)
+
+    rows = run_rounds(body, plan, width=1, sync=RankSync(group))
+    return TimedCall(samples=[row[0] for row in rows], result=last[0], iterations=iterations)
+
+
+class Strategy(Protocol):
+    def step(self, inputs: Any, targets: Any, loss_fn: Callable[..., Any]) -> float: ...
+
+
+StepFn = Callable[[Any, Any, Callable[..., Any]], float]
+
+
+def _step_fn(strategy: Strategy | StepFn, role: str) -> StepFn:
+    step = getattr(strategy, "step", None)
+    if callable(step):
+        return step
+    if callable(strategy):
+        return strategy
+    raise TypeError(
+        f"{role} must have a .step(inputs, targets, loss_fn) method or be callable; got {strategy!r}"
+    )
+
+
+@dataclass
+class TrainingResult:
+    """Every training metric of one benchmark, plus what a report may want to show beside them.
+
+    ``exposed_comm_fraction`` samples are per pair of rounds, ``1 - T(twin)/T(step)``;
+    ``exposed_comm_fraction_of_medians`` is ``1 - median T(twin) / median T(step)`` (DESIGN section 5).
+    """
+
+    metrics: dict[str, MetricResult]
+    losses: list[float]
+    exposed_comm_fraction_of_medians: float | None
+    rss_reset: bool
+    twin_time_s: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def unseen_communication(strategy: object) -> str | None:
+    """Why the collective instrumentation cannot see ``strategy``'s communication, or None.
+
+    DDP without a Python communication hook all-reduces its buckets inside its C++ reducer.
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = getattr(strategy, "model", None)
+    if isinstance(model, DistributedDataParallel) and getattr(model, "_comm_hooks", None) == []:
+        return (
+            "DDP without a Python communication hook all-reduces in C++, out of sight of the collective "
+            "instrumentation: comm_bytes_per_step and comm_busy_fraction are not reported. Register "
+            "pytest_dmlbench.measure.collectives.counting_comm_hook() on the model to count them."
+        )
+    return None
+
+
+def _median(values: Sequence[float]) -> float:
+    return MetricResult.of("step_time_s", values).stats.median
+
+
+def benchmark_training(
+    strategy: Strategy | StepFn,
+    batches: Iterable[tuple[Any, Any]],
+    *,
+    global_batch_size: int,
+    loss_fn: Callable[..., Any],
+    twin: Strategy | StepFn | None = None,
+    plan: RoundPlan | None = None,
+    device: Any = None,
+    group: Any = None,
+) -> TrainingResult:
+    """Benchmark training steps of ``strategy`` on this rank's ``batches`` (cycled, one batch per step).
+
+    With a ``twin`` (the same step without communication, e.g. DDP with ``noop_hook``), every round is a
+    pair: the step and the twin on the same batch, each started at a barrier, the order alternating from
+    round to round so that drift and order effects cancel. Metrics: ``step_time_s``,
+    ``throughput_samples_per_s`` (``global_batch_size`` / step time), ``comm_busy_fraction`` and
+    ``comm_bytes_per_step`` (instrumented collectives; max over ranks; left out, with a note, for DDP
+    without a Python communication hook, whose traffic is invisible), ``peak_rss_mb`` (whole benchmark,
+    max over ranks), ``peak_cuda_mb`` on CUDA, and with a twin ``exposed_comm_fraction`` and
+    ``compute_comm_ratio`` (``T(twin) / (T(step) - T(twin))``, inf when nothing is exposed).
+    """
+    if global_batch_size < 1:
+        raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
+    batch_list = list(batches)
+    if not batch_list:
+        raise ValueError("benchmark_training needs at least one (inputs, targets) batch for this rank")
+    plan = plan if plan is not None else RoundPlan()
+    step = _step_fn(strategy, "strategy")
+    twin_step = _step_fn(twin, "twin") if twin is not None else None
+    sync = RankSync(group)
+    sync_device = _synchronizer(device)
+    cycle = itertools.cycle(batch_list)
+    counter = CommCounter()
+    losses: list[float] = []
+    pair_index = itertools.count()
+
+    def timed(fn: StepFn, inputs: Any, targets: Any) -> tuple[float, float]:
+        start = now()
+        loss = fn(inputs, targets, loss_fn)
+        if sync_device is not None:
+            sync_device()
+        return now() - start, float(loss)
+
+    def body() -> tuple[float, float, float, float]:
+        inputs, targets = next(cycle)
+        twin_first = twin_step is not None and next(pair_index) % 2 == 1
+        twin_time = 0.0
+        if twin_first and twin_step is not None:
+            twin_time, _ = timed(twin_step, inputs, targets)
+            sync.barrier()
+        counter.reset()
+        step_time, loss = timed(step, inputs, targets)
+        busy, nbytes = counter.busy_s, counter.bytes
+        if not twin_first and twin_step is not None:
+            sync.barrier()
+            twin_time, _ = timed(twin_step, inputs, targets)
+        losses.append(loss)
+        return step_time, twin_time, busy / step_time if step_time > 0 else 0.0, float(nbytes)
+
+    watch = PeakMemoryWatch(device).start()
+    with instrument_collectives(counter):
+        rows = run_rounds(body, plan, width=4, sync=sync)
+    peak = watch.stop()
+    step_times = [r[0] for r in rows]
+    twin_times = [r[1] for r in rows]
+    peaks = sync.max([peak.peak_rss_mb or 0.0, peak.peak_cuda_mb or 0.0])
+
+    metrics = {
+        "step_time_s": MetricResult.of("step_time_s", step_times),
+        "throughput_samples_per_s": MetricResult.of(
+            "throughput_samples_per_s", [global_batch_size / t for t in step_times]
+        ),
+    }
+    notes: list[str] = []
+    unseen = unseen_communication(strategy) if sync.world_size > 1 else None
+    if unseen is None:
+        metrics["comm_busy_fraction"] = MetricResult.of("comm_busy_fraction", [r[2] for r in rows])
+        metrics["comm_bytes_per_step"] = MetricResult.of("comm_bytes_per_step", [r[3] for r in rows])
+    else:
+        notes.append(unseen)
+    if peak.peak_rss_mb is not None:
+        metrics["peak_rss_mb"] = MetricResult.of("peak_rss_mb", [peaks[0]])
+    if peak.peak_cuda_mb is not None:
+        metrics["peak_cuda_mb"] = MetricResult.of("peak_cuda_mb", [peaks[1]])
+    of_medians: float | None = None
+    if twin_step is not None:
+        pairs = list(zip(step_times, twin_times, strict=True))
+        metrics["exposed_comm_fraction"] = MetricResult.of(
+            "exposed_comm_fraction", [1.0 - tw / st for st, tw in pairs]
+        )
+        metrics["compute_comm_ratio"] = MetricResult.of(
+            "compute_comm_ratio", [tw / (st - tw) if st > tw else float("inf") for st, tw in pairs]
+        )
+        of_medians = 1.0 - _median(twin_times) / _median(step_times)
+    return TrainingResult(
+        metrics=metrics,
+        losses=losses,
+        exposed_comm_fraction_of_medians=of_medians,
+        rss_reset=peak.rss_reset,
+        twin_time_s=twin_times if twin_step is not None else [],
+        notes=notes,
+    )

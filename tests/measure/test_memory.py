@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_dmlbench.measure.memory import (
+    PeakMemory,
+    PeakMemoryWatch,
+    current_rss_bytes,
+    parse_status,
+    peak_memory_metrics,
+    peak_rss_bytes,
+    reset_peak_rss,
+)
+
+STATUS = """Name:\tpython3
+Umask:\t0022
+State:\tR (running)
+VmPeak:\t  812344 kB
+VmSize:\t  812340 kB
+VmHWM:\t  321520 kB
+VmRSS:\t  300100 kB
+Threads:\t5
+Cpus_allowed_list:\t0-1
+"""
+
+
+def test_parse_status_reads_memory_fields_in_bytes() -> None:
+    fields = parse_status(STATUS)
+    assert fields["VmHWM"] == 321520 * 1024
+    assert fields["VmRSS"] == 300100 * 1024
+    assert "Threads" not in fields and "Name" not in fields and "State" not in fields
+
+
+def test_parse_status_skips_malformed_lines() -> None:
+    assert parse_status("VmHWM:\tlots kB\nVmRSS:\t12 kB\ngarbage\n") == {"VmRSS": 12 * 1024}
+
+
+def test_peak_and_current_rss_come_from_the_status_file(tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    status.write_text(STATUS)
+    assert peak_rss_bytes(status) == 321520 * 1024
+    assert current_rss_bytes(status) == 300100 * 1024
+
+
+def test_reset_reports_failure_when_clear_refs_is_not_writable(tmp_path: Path) -> None:
+    assert reset_peak_rss(tmp_path / "no-such-dir" / "clear_refs") is False
+
+
+def test_stop_before_start_says_what_to_do() -> None:
+    with pytest.raises(RuntimeError, match="before start"):
+        PeakMemoryWatch().stop()
+
+
+@pytest.mark.skipif(not reset_peak_rss(), reason="/proc/self/clear_refs not writable on this machine")
+def test_reset_peak_forgets_an_earlier_allocation() -> None:
+    import torch
+
+    block = torch.ones(150_000_000, dtype=torch.uint8)
+    del block
+    stale = peak_rss_bytes()
+    watch = PeakMemoryWatch().start()
+    peak = watch.stop()
+    assert stale is not None and peak.peak_rss_mb is not None and peak.rss_reset
+    # negative control: before the reset the high-water mark holds the 150 MB block, after it does not
+    assert stale / 1e6 - peak.peak_rss_mb > 100
+    assert peak.peak_cuda_mb is None
+
+
+def test_case_peak_is_the_max_over_ranks() -> None:
+    ranks = [PeakMemory(300.0, True, None), PeakMemory(420.5, True, None), PeakMemory(None, False, None)]
+    metrics = peak_memory_metrics(ranks)
+    assert metrics["peak_rss_mb"].samples == [420.5]
+    assert metrics["peak_rss_mb"].unit == "MB"
+    assert "peak_cuda_mb" not in metrics
+
+
+def test_cuda_peak_is_reported_when_ranks_read_one() -> None:
+    # no GPU on this machine: the per-rank records stand in for what CUDA ranks would report
+    metrics = peak_memory_metrics([PeakMemory(1.0, True, 512.0), PeakMemory(1.0, True, 768.0)])
+    assert metrics["peak_cuda_mb"].samples == [768.0]

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_dmlbench.measure.stats import summarize
+
+
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=50))
+def test_summary_agrees_with_numpy(samples: list[float]) -> None:
+    s = summarize(samples)
+    q1, med, q3 = np.quantile(samples, [0.25, 0.5, 0.75])
+    assert s.median == pytest.approx(med, abs=1e-6)
+    assert s.iqr == pytest.approx(q3 - q1, abs=1e-6)
+    assert s.min == min(samples) and s.max == max(samples)
+    assert s.rounds == len(samples)
+
+
+def test_nan_samples_are_counted_but_not_summarised() -> None:
+    s = summarize([1.0, float("nan"), 3.0])
+    assert s.median == 2.0 and s.rounds == 3
+
+
+def test_empty_samples_give_nan_statistics() -> None:
+    s = summarize([])
+    assert math.isnan(s.median) and s.rounds == 0
