@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from pytest_dmlbench import models
 from pytest_dmlbench.data import synthetic_classification
+from pytest_dmlbench.measure.collectives import instrument_collectives
 from pytest_dmlbench.reference import batch_for, raise_on_all_ranks
 from pytest_dmlbench.strategies import Strategy, build, comm
 
@@ -35,9 +36,13 @@ def intercepted() -> Iterator[list[tuple[str, int]]]:
 
 
 def one_step(strategy: Strategy) -> list[tuple[str, int]]:
+    """One step under both the comm interceptor and the measurement's collective instrumentation; checks
+    that the instrumentation (which counts nothing in a one-rank world) saw the bytes the strategy counted."""
     batch = synthetic_classification(8 * strategy.world_size, (16,), 10, seed=0)
-    with intercepted() as seen:
+    with instrument_collectives() as counter, intercepted() as seen:
         strategy.step(*batch_for(strategy, batch), F.cross_entropy)
+    if strategy.world_size > 1:
+        assert counter.bytes == strategy.comm_bytes_last_step, (counter.bytes, strategy.comm_bytes_last_step)
     return seen
 
 

@@ -29,9 +29,9 @@ Interceptor = Callable[[str, int, Callable[[], Any]], Any]
 
 _interceptor: Interceptor | None = None
 _route_depth = 0
+_routed_downstream: Callable[..., Any] | None = None  # what ``dist.all_reduce`` was before routing
 _counts: list[ByteCount] = []
 _counts_lock = threading.Lock()
-_torch_all_reduce = dist.all_reduce
 
 
 @dataclass
@@ -94,10 +94,11 @@ def all_reduce(
     async_op: bool = False,
 ) -> Any:
     """``torch.distributed.all_reduce``, counted and interceptable."""
+    downstream = _routed_downstream if _routed_downstream is not None else dist.all_reduce
     return _run(
         "all_reduce",
         nbytes(tensor),
-        lambda: _torch_all_reduce(tensor, op=op, group=group, async_op=async_op),
+        lambda: downstream(tensor, op=op, group=group, async_op=async_op),
     )
 
 
@@ -136,12 +137,15 @@ def routed_torch_all_reduce() -> Iterator[None]:
     """Send ``torch.distributed.all_reduce`` calls made by torch's own code through :func:`all_reduce`.
 
     Used around DDP steps so that communication hooks shipped with torch are counted and intercepted.
-    Nested use is allowed; the original function is restored when the outermost block ends.
+    Whatever ``torch.distributed.all_reduce`` is when the block starts (torch's function, or a wrapper that
+    other instrumentation installed) stays downstream of :func:`all_reduce` and is put back at the end.
+    Nested use is allowed.
     """
-    global _route_depth
+    global _route_depth, _routed_downstream
     with _counts_lock:
         _route_depth += 1
         if _route_depth == 1:
+            _routed_downstream = dist.all_reduce
             dist.all_reduce = all_reduce  # type: ignore[assignment]
     try:
         yield
@@ -149,4 +153,6 @@ def routed_torch_all_reduce() -> Iterator[None]:
         with _counts_lock:
             _route_depth -= 1
             if _route_depth == 0:
-                dist.all_reduce = _torch_all_reduce
+                if dist.all_reduce is all_reduce:
+                    dist.all_reduce = _routed_downstream  # type: ignore[assignment]
+                _routed_downstream = None
