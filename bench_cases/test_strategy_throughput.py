@@ -50,16 +50,21 @@ def measure_throughput(
     images, labels = synthetic_images(per_rank_batch * world, seed=0)
     inputs, targets = shard((images, labels), rank, world)
     times: dict[str, list[float]] = {name: [] for name in names}
+    samples_per_step = per_rank_batch * world
     for step in range(warmup + steps):
         order = list(strategies.items()) if step % 2 == 0 else list(strategies.items())[::-1]
         for name, strategy in order:  # alternate which strategy goes first
             seconds = timed_step(strategy, inputs, targets)
             if step >= warmup:
                 times[name].append(seconds)
-    result: dict[str, Any] = {"world_size": world, "global_batch": per_rank_batch * world, "steps": steps}
+    result: dict[str, Any] = {"world_size": world, "global_batch": samples_per_step, "steps": steps}
     for name, samples in times.items():
         median = statistics.median(samples)
-        result[name] = {"median_step_s": median, "samples_per_s": per_rank_batch * world / median}
+        result[name] = {
+            "median_step_s": median,
+            "samples_per_s": samples_per_step / median,
+            "step_times_s": samples,
+        }
     if "ddp" in result and "bucketed" in result:
         result["bucketed_over_ddp"] = result["bucketed"]["samples_per_s"] / result["ddp"]["samples_per_s"]
         paired = [d / b for d, b in zip(times["ddp"], times["bucketed"], strict=True)]
@@ -68,8 +73,13 @@ def measure_throughput(
 
 
 @pytest.mark.dmlbench(world_size=2, timeout=900)
-def test_bucketed_vs_ddp_throughput_resnet18(dist: Any) -> None:
+def test_bucketed_vs_ddp_throughput_resnet18(dist: Any, dmlbench: Any) -> None:
     result = measure_throughput()
+    global_batch = result["global_batch"]
+    for name in ("ddp", "bucketed"):
+        samples = [global_batch / t for t in result[name]["step_times_s"]]
+        dmlbench.record(f"{name}_samples_per_s", samples, unit="samples/s", better="higher")
+    dmlbench.record("bucketed_over_ddp", result["bucketed_over_ddp"], unit="x", better="higher")
     if dist.is_main:
         for name in ("ddp", "bucketed"):
             figures = result[name]
