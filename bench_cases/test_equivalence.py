@@ -32,6 +32,7 @@ from pytest_dmlbench.reference import (
 )
 from pytest_dmlbench.strategies import Strategy, build
 from pytest_dmlbench.strategies.allreduce import AllReduceStrategy
+from pytest_dmlbench.strategies.base import resolve_device
 from pytest_dmlbench.strategies.bucketed import BucketedStrategy
 from pytest_dmlbench.strategies.pipeline import split_stages
 
@@ -140,7 +141,7 @@ class RecordingLoss:
         self.outputs: list[torch.Tensor] = []
 
     def __call__(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        self.outputs.append(out.detach())
+        self.outputs.append(out.detach().cpu())
         return F.cross_entropy(out, target)
 
 
@@ -228,8 +229,8 @@ def check_powersgd_projection(model_name: str) -> None:
         F.cross_entropy(reference(batch[0]), batch[1]).backward()
         strategy.step(*batch_for(strategy, batch), F.cross_entropy)
         for got_param, exact_param in zip(strategy.model.parameters(), reference.parameters(), strict=True):
-            got, exact = got_param.grad, exact_param.grad
-            assert got is not None and exact is not None
+            assert got_param.grad is not None and exact_param.grad is not None
+            got, exact = got_param.grad.cpu(), exact_param.grad
             if step <= 2 or exact.dim() <= 1:  # warm-up steps and vectors: plain all-reduce
                 assert_close_on_all_ranks(got, exact, rtol=rtol, atol=atol, what=f"powersgd exact part, step {step}")
                 continue
@@ -260,13 +261,14 @@ def check_batchnorm_buffers(name: str, **options: Any) -> None:
     for step, batch in enumerate(make_batches("bn_cnn", dtype), start=1):
         shadow = copy.deepcopy(strategy.model)
         rank0_buffers = flat(shadow.buffers()).clone()
+        rank0_buffers = rank0_buffers.to(strategy.device)
         tdist.broadcast(rank0_buffers, 0)
         offset = 0
         with torch.no_grad():
             for buffer in shadow.buffers():
                 buffer.copy_(rank0_buffers[offset : offset + buffer.numel()].view_as(buffer))
                 offset += buffer.numel()
-            shadow.train()(shard(batch, rank, world)[0])
+            shadow.train()(shard(batch, rank, world)[0].to(strategy.device))
         strategy.step(*batch_for(strategy, batch), F.cross_entropy)
         assert_close_on_all_ranks(
             flat(strategy.model.buffers()),
@@ -281,11 +283,11 @@ def check_batchnorm_buffers(name: str, **options: Any) -> None:
 def check_shards_cover_global_batch(n: int = GLOBAL_BATCH) -> None:
     """Gathering every rank's shard of ``arange(n)`` gives ``arange(n)``: each sample exactly once."""
     rank, world = tdist.get_rank(), tdist.get_world_size()
-    mine = shard(torch.arange(n), rank, world)
+    mine = shard(torch.arange(n, device=resolve_device(None)), rank, world)
     assert mine.numel() == n // world and shard_bounds(n, rank, world) == (int(mine[0]), int(mine[-1]) + 1)
     gathered = [torch.empty_like(mine) for _ in range(world)]
     tdist.all_gather(gathered, mine)
-    assert torch.equal(torch.cat(gathered), torch.arange(n)), "shards do not tile the global batch"
+    assert torch.equal(torch.cat(gathered).cpu(), torch.arange(n)), "shards do not tile the global batch"
 
 
 # ------------------------------------------------------------------------------------ faulty strategies

@@ -32,7 +32,7 @@ def timed_step(strategy: Strategy, inputs: torch.Tensor, targets: torch.Tensor) 
     tdist.barrier()
     begin = time.perf_counter()
     strategy.step(inputs, targets, F.cross_entropy)
-    elapsed = torch.tensor([time.perf_counter() - begin], dtype=torch.float64)
+    elapsed = torch.tensor([time.perf_counter() - begin], dtype=torch.float64, device=strategy.device)
     tdist.all_reduce(elapsed, op=tdist.ReduceOp.MAX)
     return float(elapsed)
 

@@ -25,9 +25,7 @@ def seeded(seed: int) -> Iterator[None]:
         yield
 
 
-def tiny_mlp(
-    in_features: int = 32, hidden: int = 64, num_classes: int = 10, *, seed: int = 0
-) -> nn.Sequential:
+def tiny_mlp(in_features: int = 32, hidden: int = 64, num_classes: int = 10, *, seed: int = 0) -> nn.Sequential:
     """Two-layer perceptron: Linear -> ReLU -> Linear."""
     with seeded(seed):
         return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
@@ -145,15 +143,11 @@ class TransformerClassifier(nn.Module):
     Dropout is 0 so that every rank and the reference compute the same function.
     """
 
-    def __init__(
-        self, vocab_size: int, seq_len: int, d_model: int, nhead: int, layers: int, num_classes: int
-    ) -> None:
+    def __init__(self, vocab_size: int, seq_len: int, d_model: int, nhead: int, layers: int, num_classes: int) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, d_model)
         self.position = nn.Parameter(torch.randn(seq_len, d_model) * 0.02)
-        layer = nn.TransformerEncoderLayer(
-            d_model, nhead, dim_feedforward=2 * d_model, dropout=0.0, batch_first=True
-        )
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward=2 * d_model, dropout=0.0, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(d_model, num_classes)
 

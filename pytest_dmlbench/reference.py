@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.data.sharding import shard
-from pytest_dmlbench.strategies.base import LossFn, Strategy
+from pytest_dmlbench.strategies.base import LossFn, Strategy, resolve_device
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -79,8 +79,9 @@ def raise_on_all_ranks(error: str | None, *, what: str) -> None:
 
     Keeps a check that fails on some ranks only from leaving the others waiting in the next collective.
     """
-    flags = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
-    dist.all_gather(flags, torch.tensor([int(error is not None)]))
+    device = resolve_device(None)  # nccl gathers CUDA tensors only
+    flags = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(dist.get_world_size())]
+    dist.all_gather(flags, torch.tensor([int(error is not None)], device=device))
     failed = [rank for rank, flag in enumerate(flags) if int(flag)]
     if failed:
         detail = error or f"{what}: this rank agreed; see the failing ranks' messages"
@@ -112,6 +113,7 @@ def disagreeing_ranks(tensor: torch.Tensor, *, key: int = 0) -> list[tuple[int, 
     """
     world_size = dist.get_world_size()
     mine = torch.cat([digest(tensor).to(torch.int64), torch.tensor([key], dtype=torch.int64)])
+    mine = mine.to(resolve_device(None))
     gathered = [torch.empty_like(mine) for _ in range(world_size)]
     dist.all_gather(gathered, mine)
     first_of_key: dict[int, int] = {}

@@ -55,8 +55,7 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     labels = np.asarray(content[b"labels"], dtype=np.int64)
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != _PIXELS:
         raise DataError(
-            f"CIFAR-10 batch {path}: data must be uint8 of shape (N, {_PIXELS}), "
-            f"got {data.dtype} {data.shape}"
+            f"CIFAR-10 batch {path}: data must be uint8 of shape (N, {_PIXELS}), got {data.dtype} {data.shape}"
         )
     if labels.shape != (data.shape[0],):
         raise DataError(f"CIFAR-10 batch {path}: {data.shape[0]} images but {labels.shape[0]} labels")

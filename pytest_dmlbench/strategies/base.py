@@ -168,7 +168,8 @@ def broadcast_coalesced(tensors: Sequence[torch.Tensor], src: int, group: dist.P
 
 
 _REGISTRY: dict[str, StrategyFactory] = {}
-# Strategies provided by other packages: imported on first use; the module registers itself.
+# Where each name is implemented: imported on first use; the module calls register(name) for it.
+# ``robust`` lives with the robust aggregators and must register a Strategy subclass under that name.
 _LAZY_MODULES: dict[str, str] = {
     "ddp": "pytest_dmlbench.strategies.ddp",
     "fp16": "pytest_dmlbench.strategies.ddp",
@@ -206,7 +207,13 @@ def build(name: str, model: nn.Module, *, lr: float, momentum: float = 0.0, **op
     plus ``communicate=False`` for the no-communication twin and ``device=`` to override the device.
     """
     if name not in _REGISTRY and name in _LAZY_MODULES:
-        importlib.import_module(_LAZY_MODULES[name])
+        module = _LAZY_MODULES[name]
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module.startswith(exc.name):
+                raise
+            raise ConfigError(f"strategy {name!r} is provided by {module}, which is not installed") from exc
     factory = _REGISTRY.get(name)
     if factory is None:
         raise ConfigError(f"unknown strategy {name!r}; available: {', '.join(available())}")

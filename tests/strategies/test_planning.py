@@ -109,3 +109,11 @@ def test_byte_counts_nest_and_stop_at_the_block_end() -> None:
 def test_nbytes_counts_element_sizes() -> None:
     assert comm.nbytes(torch.zeros(3, dtype=torch.float64)) == 24
     assert comm.nbytes([torch.zeros(2, dtype=torch.float16), torch.zeros(1)]) == 8
+
+
+def test_strategy_from_a_missing_module_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_dmlbench.strategies import base
+
+    monkeypatch.setitem(base._LAZY_MODULES, "imaginary", "pytest_dmlbench.imaginary_strategy")
+    with pytest.raises(ConfigError, match=r"provided by pytest_dmlbench\.imaginary_strategy, which is not installed"):
+        build("imaginary", nn.Linear(1, 1), lr=0.1)
