@@ -6,8 +6,8 @@ the same functions serve the correctness cases and their negative controls.
 Tolerances (:func:`tolerances`): float64 ``rtol=1e-10, atol=1e-12``; float32 ``rtol=1e-4, atol=1e-6``.
 A data-parallel step sums the same per-sample gradients in a different order than the single-process
 reference (per shard, then across ranks), which moves each result by a few units in the last place per
-step; the float32 bound leaves room for that over a handful of steps and is still a million times smaller
-than the effect of a missing synchronisation or a wrong averaging factor.
+step. Measured on the small CNN, 3 momentum steps, 4 ranks: the float32 deviations use about 1 % of the
+budget; a missing synchronisation or a wrong averaging factor exceeds it by orders of magnitude.
 """
 
 from __future__ import annotations
