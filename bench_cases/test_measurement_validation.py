@@ -227,24 +227,28 @@ def check_comm_bytes() -> dict[str, float]:
 
 
 @pytest.mark.dmlbench(world_size=2)
-def test_injected_hook_sleep_moves_exposed_fraction_by_its_share(dist: Any) -> None:
+def test_injected_hook_sleep_moves_exposed_fraction_by_its_share(dist: Any, dmlbench: Any) -> None:
     figures = check_exposed_comm(allreduce_hook)
     assert figures["injected_s"] >= 0.02, figures
     error = figures["exposed_comm_fraction"] - figures["injected_share"]
+    dmlbench.record("exposed_minus_injected_pp", 100 * error, unit="pp", better=None)
+    dmlbench.record("injected_share", figures["injected_share"], unit="fraction", better=None)
     if abs(error) > 0.03:
         _miss_on_busy_machine(f"exposed_comm_fraction off the injected share by {100 * error:+.1f} pp > 3 pp", figures)
 
 
 @pytest.mark.dmlbench(world_size=2)
-def test_harness_busbw_matches_a_plain_timing_loop(dist: Any) -> None:
+def test_harness_busbw_matches_a_plain_timing_loop(dist: Any, dmlbench: Any) -> None:
     figures = check_busbw()
+    dmlbench.record("busbw_harness_over_plain", figures["ratio"], unit="ratio", better=None)
     if not 0.9 <= figures["ratio"] <= 1.1:
         _miss_on_busy_machine(f"harness/plain busbw ratio {figures['ratio']:.3f} outside [0.9, 1.1]", figures)
 
 
 @pytest.mark.dmlbench(world_size=2)
-def test_peak_rss_rises_by_the_allocated_size_and_is_reset_between_cases(dist: Any) -> None:
+def test_peak_rss_rises_by_the_allocated_size_and_is_reset_between_cases(dist: Any, dmlbench: Any) -> None:
     figures = check_peak_rss(size_mb=80, earlier_mb=200)
+    dmlbench.record("rss_rise_for_80MB", figures["rise_mb"], unit="MB", better=None)
     assert abs(figures["rise_mb"] - 80) <= 8, figures
     # negative control: the stale high-water mark does hold the earlier 200 MB, the reset peak does not
     assert figures["stale_mb"] - figures["empty_mb"] >= 150, figures

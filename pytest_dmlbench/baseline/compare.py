@@ -104,6 +104,16 @@ def _test_description(test: MannWhitneyResult, alpha: float) -> str:
     return text
 
 
+# Figures read once per case rather than timed per round (a peak, a byte count): one reading each side can
+# never be significant, so when no test can reach alpha they are judged by the threshold alone.
+SINGLE_READING_METRICS = frozenset({"peak_rss_mb", "peak_cuda_mb", "comm_bytes_per_step"})
+
+
+def _decided(name: str, test: MannWhitneyResult, alpha: float) -> bool:
+    """Whether a move beyond the threshold counts: significant, or a single-reading figure no test can judge."""
+    return test.p_value < alpha or (name in SINGLE_READING_METRICS and test.min_attainable_p >= alpha)
+
+
 def compare_metric(
     baseline: MetricResult | None,
     current: MetricResult,
@@ -157,10 +167,10 @@ def compare_metric(
     kind: VerdictKind = "unchanged"
     if bad_pct > threshold_pct:
         test = mann_whitney_u(cur, base, worse)
-        kind = "regression" if test.p_value < alpha else "unchanged"
+        kind = "regression" if _decided(current.name, test, alpha) else "unchanged"
     elif -bad_pct > threshold_pct:
         test = mann_whitney_u(cur, base, "less" if worse == "greater" else "greater")
-        kind = "improvement" if test.p_value < alpha else "unchanged"
+        kind = "improvement" if _decided(current.name, test, alpha) else "unchanged"
     else:
         test = mann_whitney_u(cur, base, worse)
 
@@ -170,6 +180,8 @@ def compare_metric(
         f"{'worse' if bad_pct >= 0 else 'better'}; threshold {threshold_pct:g}%)"
     )
     evidence = f"{medians}, {_test_description(test, alpha)}{dropped}"
+    if current.name in SINGLE_READING_METRICS and test.min_attainable_p >= alpha:
+        evidence += f"; {current.name} is read once per run, so the threshold alone decides"
     if kind == "regression":
         message = (
             f"{current.name} regressed: {evidence}.\n"

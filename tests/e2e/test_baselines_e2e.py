@@ -1,0 +1,143 @@
+"""Baselines end to end: save, compare unchanged, injected slowdown, corrupt files, xdist saves, reports."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_pytest, write_files
+
+ONLY_A = "test_bench.py::test_step[a]"
+CASES = """
+    import os, time
+    import pytest, torch.distributed as td
+
+    DELAY_S = 0.02 * float(os.environ.get("SLOWDOWN", "1"))
+
+    def step():
+        time.sleep(DELAY_S)
+
+    @pytest.mark.dmlbench(world_size=2)
+    @pytest.mark.parametrize("variant", ["a", "b"])
+    def test_step(dist, dmlbench, variant):
+        dmlbench.pedantic(step, rounds=15, warmup=1, samples_per_call=32)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    write_files(tmp_path, **{"test_bench.py": CASES})
+    return tmp_path
+
+
+def baseline_files(folder: Path) -> list[Path]:
+    return sorted((folder / "baselines").glob("*/*.json"))
+
+
+def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None:
+    saved = run_pytest(project, "--dmlbench", "--dmlbench-save")
+    assert saved.returncode == 0, saved.output
+    files = baseline_files(project)
+    assert len(files) == 2
+    stored = json.loads(files[0].read_text())
+    assert stored["schema"] == 1 and len(stored["cases"][0]["metrics"]["step_time_s"]["samples"]) == 15
+
+    again = run_pytest(project, "--dmlbench", "--dmlbench-json", "results.json")
+    assert again.returncode == 0, again.output
+    again.lines.fnmatch_lines(["*- step_time_s*unchanged*", "verdicts:*unchanged*"])
+    results = json.loads((project / "results.json").read_text())
+    assert results["schema"] == 1
+    assert {"cpu_model", "logical_cores", "torch", "backend"} <= set(results["machine"])
+    assert results["run"]["world_size"] == 2
+    case = results["cases"][0]
+    assert case["world_size"] == 2 and case["backend"] == "gloo" and case["params"] == {"variant": "a"}
+    verdicts = {v["metric"]: v for v in case["verdicts"]}
+    assert verdicts["step_time_s"]["kind"] == "unchanged"
+    assert verdicts["step_time_s"]["p_value"] is not None
+    assert len(case["metrics"]["throughput_samples_per_s"]["samples"]) == 15
+
+
+def test_injected_slowdown_fails_the_item_and_junit_records_it(project: Path) -> None:
+    assert run_pytest(project, "--dmlbench", "--dmlbench-save").returncode == 0
+    slow = run_pytest(project, "--dmlbench", "--junitxml", "junit.xml", SLOWDOWN="1.5")
+    assert slow.returncode == 1, slow.output
+    slow.lines.fnmatch_lines([
+        "*step_time_s regressed: median * ms -> * ms (ratio 1.*, +*% worse; threshold 10%), one-sided "
+        "Mann-Whitney U p=* < alpha 0.01*",
+        "*refresh the baseline: pytest --dmlbench ?test_bench.py::test_step?a?? --dmlbench-save*",
+        "*2 failed*",
+    ])
+    failures = [case for case in ET.parse(project / "junit.xml").iter("testcase") if case.find("failure") is not None]
+    assert len(failures) == 2
+    assert "step_time_s regressed" in (failures[0].find("failure").get("message") or "")  # type: ignore[union-attr]
+
+
+def test_negative_control_same_code_is_not_flagged(project: Path) -> None:
+    """The slowdown test above must be caused by the slowdown: the same run without it passes."""
+    assert run_pytest(project, "--dmlbench", "--dmlbench-save").returncode == 0
+    same = run_pytest(project, "--dmlbench", SLOWDOWN="1")
+    assert same.returncode == 0, same.output
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "old-schema"])
+def test_corrupt_baseline_is_a_clear_error_and_the_file_is_untouched(project: Path, damage: str) -> None:
+    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
+    (target,) = baseline_files(project)
+    text = target.read_text()
+    broken = {"garbage": "not json at all", "truncated": text[: len(text) // 2],
+              "old-schema": text.replace('"schema": 1', '"schema": 0', 1)}[damage]
+    target.write_text(broken)
+    result = run_pytest(project, "--dmlbench", ONLY_A)
+    assert result.returncode == 1
+    result.lines.fnmatch_lines([f"*{target.name}*"])
+    assert "--dmlbench-save" in result.output
+    assert "Traceback" not in result.output
+    assert target.read_text() == broken
+    # Only an explicit save replaces it.
+    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
+    assert json.loads(target.read_text())["schema"] == 1
+
+
+def test_new_cases_and_no_compare(project: Path) -> None:
+    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
+    result = run_pytest(project, "--dmlbench")
+    assert result.returncode == 0, result.output
+    result.lines.fnmatch_lines(["verdicts: 3 new, 3 unchanged"])
+    off = run_pytest(project, "--dmlbench", "--dmlbench-no-compare", SLOWDOWN="2")
+    assert off.returncode == 0, off.output
+    assert "regress" not in off.output.lower()
+
+
+def test_improvement_is_reported_and_fails_only_when_asked(project: Path) -> None:
+    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A, SLOWDOWN="2").returncode == 0
+    faster = run_pytest(project, "--dmlbench", ONLY_A)
+    assert faster.returncode == 0, faster.output
+    faster.lines.fnmatch_lines(["*improvement*"])
+    strict = run_pytest(project, "--dmlbench", ONLY_A, "--dmlbench-fail-on-improvement")
+    assert strict.returncode == 1
+    strict.lines.fnmatch_lines(["*step_time_s improved*"])
+
+
+def test_xdist_workers_save_and_compare_without_losing_cases(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_bench.py": CASES.replace('["a", "b"]', 'list("abcdef")')})
+    saved = run_pytest(tmp_path, "--dmlbench", "--dmlbench-save", "-n", "2")
+    assert saved.returncode == 0, saved.output
+    assert len(baseline_files(tmp_path)) == 6
+    compared = run_pytest(tmp_path, "--dmlbench", "-n", "2", "--dmlbench-json", "r.json")
+    assert compared.returncode == 0, compared.output
+    cases = json.loads((tmp_path / "r.json").read_text())["cases"]
+    assert len(cases) == 6
+    assert all(v["kind"] == "unchanged" for c in cases for v in c["verdicts"] if v["metric"] == "step_time_s")
+
+
+def test_github_step_summary_is_appended(project: Path) -> None:
+    summary = project / "summary.md"
+    summary.write_text("earlier step\n")
+    result = run_pytest(project, "--dmlbench", ONLY_A, GITHUB_STEP_SUMMARY=str(summary))
+    assert result.returncode == 0, result.output
+    text = summary.read_text()
+    assert text.startswith("earlier step\n")
+    assert "## pytest-dmlbench results" in text and "step_time_s" in text
