@@ -51,10 +51,8 @@ def spawn_per_case(world_size: int) -> float:
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as folder:
         begin = time.perf_counter()
-        procs = [
-            context.Process(target=_spawned_rank, args=(r, world_size, os.path.join(folder, "store")))
-            for r in range(world_size)
-        ]
+        procs = [context.Process(target=_spawned_rank, args=(r, world_size, os.path.join(folder, "store")))
+                 for r in range(world_size)]
         for proc in procs:
             proc.start()
         for proc in procs:
@@ -76,9 +74,8 @@ def _run(pool: WorldPool, world_size: int, name: str, timeout_s: float) -> tuple
     """Run one case; the time includes (re)starting the world when the last case broke it."""
     begin = time.perf_counter()
     world = pool.world("gloo", world_size)
-    run = world.run(
-        name, seed=0, registry_args=(), pickled_args=b"", measure_memory=False, options={}, timeout_s=timeout_s
-    )
+    run = world.run(name, seed=0, registry_args=(), pickled_args=b"", measure_memory=False, options={},
+                    timeout_s=timeout_s)
     return time.perf_counter() - begin, run.passed
 
 
@@ -100,11 +97,9 @@ def test_start_and_dispatch(world_size: int, pool: WorldPool, dmlbench_metrics: 
     dmlbench_metrics.record("spawn_per_case_s", spawned, unit="s", better=None)  # type: ignore[attr-defined]
     ratio = statistics.median(spawned) / statistics.median(dispatch)
     dmlbench_metrics.record("spawn_vs_dispatch", ratio, unit="x", better=None)  # type: ignore[attr-defined]
-    print(
-        f"ws{world_size}: start median {statistics.median(starts) * 1e3:.1f} ms, dispatch median "
-        f"{statistics.median(dispatch) * 1e3:.2f} ms, spawn per case {statistics.median(spawned):.2f} s "
-        f"({ratio:.0f}x the dispatch)"
-    )
+    print(f"ws{world_size}: start median {statistics.median(starts) * 1e3:.1f} ms, dispatch median "
+          f"{statistics.median(dispatch) * 1e3:.2f} ms, spawn per case {statistics.median(spawned):.2f} s "
+          f"({ratio:.0f}x the dispatch)")
 
 
 def test_hang_recovery(pool: WorldPool, dmlbench_metrics: object) -> None:

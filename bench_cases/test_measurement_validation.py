@@ -47,13 +47,17 @@ def _miss_on_busy_machine(miss: str, figures: dict[str, float]) -> None:
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     message = f"{miss}; figures: {figures}"
     if load > cores:
-        pytest.skip(f"machine busy (load {load:.1f} on {cores} cores), timing target not checkable: {message}")
+        pytest.skip(
+            f"machine busy (load {load:.1f} on {cores} cores), timing target not checkable: {message}"
+        )
     pytest.fail(message)
 
 
 def _mlp(width: int = 256, seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+    return nn.Sequential(
+        nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10)
+    )
 
 
 class _DDPStep:
@@ -214,7 +218,9 @@ def check_comm_bytes() -> dict[str, float]:
     batches = _batches(n=1, per_rank=8)
     gb = 8 * tdist.get_world_size()
     manual = benchmark_training(_AllReduceStep(), batches, global_batch_size=gb, loss_fn=loss, plan=plan)
-    ddp = benchmark_training(_DDPStep(counting_comm_hook()), batches, global_batch_size=gb, loss_fn=loss, plan=plan)
+    ddp = benchmark_training(
+        _DDPStep(counting_comm_hook()), batches, global_batch_size=gb, loss_fn=loss, plan=plan
+    )
     param_bytes = sum(p.numel() * p.element_size() for p in _mlp().parameters())
     return {
         "param_bytes": float(param_bytes),
@@ -234,7 +240,9 @@ def test_injected_hook_sleep_moves_exposed_fraction_by_its_share(dist: Any, dmlb
     dmlbench.record("exposed_minus_injected_pp", 100 * error, unit="pp", better=None)
     dmlbench.record("injected_share", figures["injected_share"], unit="fraction", better=None)
     if abs(error) > 0.03:
-        _miss_on_busy_machine(f"exposed_comm_fraction off the injected share by {100 * error:+.1f} pp > 3 pp", figures)
+        _miss_on_busy_machine(
+            f"exposed_comm_fraction off the injected share by {100 * error:+.1f} pp > 3 pp", figures
+        )
 
 
 @pytest.mark.dmlbench(world_size=2)
@@ -317,5 +325,7 @@ def test_ddp_traffic_out_of_sight_is_not_reported_as_zero(dist: Any) -> None:
     builtin = benchmark_training(_DDPStep(None), batches, global_batch_size=16, loss_fn=loss, plan=plan)
     assert "comm_bytes_per_step" not in builtin.metrics and "comm_busy_fraction" not in builtin.metrics
     assert "counting_comm_hook" in builtin.notes[0]
-    hooked = benchmark_training(_DDPStep(counting_comm_hook()), batches, global_batch_size=16, loss_fn=loss, plan=plan)
+    hooked = benchmark_training(
+        _DDPStep(counting_comm_hook()), batches, global_batch_size=16, loss_fn=loss, plan=plan
+    )
     assert hooked.notes == [] and min(hooked.metrics["comm_bytes_per_step"].samples) > 0
