@@ -117,3 +117,26 @@ def test_strategy_from_a_missing_module_is_a_clear_error(monkeypatch: pytest.Mon
     monkeypatch.setitem(base._LAZY_MODULES, "imaginary", "pytest_dmlbench.imaginary_strategy")
     with pytest.raises(ConfigError, match=r"provided by pytest_dmlbench\.imaginary_strategy, which is not installed"):
         build("imaginary", nn.Linear(1, 1), lr=0.1)
+
+
+def test_routing_puts_back_whatever_all_reduce_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    def installed_elsewhere(*args: object, **kwargs: object) -> None:
+        raise AssertionError("not called in this test")
+
+    monkeypatch.setattr(dist, "all_reduce", installed_elsewhere)
+    with comm.routed_torch_all_reduce():
+        assert dist.all_reduce is comm.all_reduce
+        with comm.routed_torch_all_reduce():
+            assert dist.all_reduce is comm.all_reduce
+        assert dist.all_reduce is comm.all_reduce
+    assert dist.all_reduce is installed_elsewhere
+
+
+def test_set_interceptor_returns_the_previous_one() -> None:
+    def first(op: str, size: int, call: object) -> None:
+        return None
+
+    assert comm.set_interceptor(first) is None
+    assert comm.set_interceptor(None) is first
