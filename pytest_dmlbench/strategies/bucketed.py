@@ -5,12 +5,12 @@ order in which backward usually produces their gradients, up to ``bucket_mb`` me
 a larger tensor gets a bucket of its own; dtypes are never mixed). A post-accumulate-grad hook copies each
 gradient, divided by the world size, into its bucket; when a bucket's last gradient arrives, its all-reduce
 is started without waiting, in bucket order on every rank, so communication overlaps the rest of the
-backward pass. All
-all-reduces are waited for before the optimizer step; the averaged bucket then backs the gradients.
-A parameter that got no gradient in a step contributes zeros (its bucket is sent after backward).
+backward pass. All all-reduces are waited for before the optimizer step; the averaged buckets then back
+the gradients. A parameter that got no gradient in a step contributes zeros (its bucket is sent after
+backward).
 
-Per step: ``4 P`` bytes (float32) in ``ceil(4 P / bucket bytes)``-ish all-reduces, plus rank 0's buffers
-broadcast before the forward when ``broadcast_buffers`` (default, DDP's rule).
+Per step: ``4 P`` bytes (float32) in one all-reduce per bucket (``len(strategy.buckets)``), plus rank 0's
+buffers broadcast before the forward when ``broadcast_buffers`` (default, DDP's rule).
 Tested for: parameters equal the single-process reference and DDP's; ranks bit-identical; a variant that
 drops its last bucket is caught.
 """
