@@ -31,11 +31,23 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
     pos = q * (len(ordered) - 1)
     lo = math.floor(pos)
     hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    fraction = pos - lo
+    if fraction == 0 or ordered[hi] == ordered[lo]:
+        return ordered[lo]  # exact position: no interpolation (keeps inf samples from turning into NaN)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * fraction
+
+
+def _stddev(values: Sequence[float]) -> float:
+    """Sample standard deviation; NaN when an infinite value makes it meaningless."""
+    if len(values) < 2:
+        return 0.0
+    if not all(math.isfinite(v) for v in values):
+        return float("nan")
+    return statistics.stdev(values)
 
 
 def summarize(samples: Sequence[float]) -> Summary:
-    """Summarise raw samples; an empty or all-NaN sequence gives NaN statistics."""
+    """Summarise raw samples; an empty or all-NaN sequence gives NaN statistics (inf samples are kept)."""
     finite = sorted(float(x) for x in samples if not math.isnan(float(x)))
     if not finite:
         nan = float("nan")
@@ -46,6 +58,6 @@ def summarize(samples: Sequence[float]) -> Summary:
         min=finite[0],
         max=finite[-1],
         mean=statistics.fmean(finite),
-        stddev=statistics.stdev(finite) if len(finite) > 1 else 0.0,
+        stddev=_stddev(finite),
         rounds=len(samples),
     )

@@ -28,3 +28,11 @@ def test_nan_samples_are_counted_but_not_summarised() -> None:
 def test_empty_samples_give_nan_statistics() -> None:
     s = summarize([])
     assert math.isnan(s.median) and s.rounds == 0
+
+
+def test_infinite_samples_are_summarised_not_crashing() -> None:
+    from pytest_dmlbench.measure.stats import summarize as summarise_samples
+
+    summary = summarise_samples([1.0, float("inf"), 2.0])
+    assert summary.median == 2.0 and summary.max == float("inf") and summary.rounds == 3
+    assert summary.stddev != summary.stddev  # NaN
