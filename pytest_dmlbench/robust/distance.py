@@ -43,8 +43,9 @@ def krum_scores(dist: Tensor, neighbours: int) -> Tensor:
     return torch.sort(others, dim=1).values[:, :neighbours].sum(dim=1)
 
 
-def _check_krum(rule: str, n: int, f: int) -> None:
-    require(n >= 2 * f + 3, rule, "n >= 2f+3", n=n, f=f)
+def krum_neighbours(n: int, f: int) -> int:
+    """Neighbours counted in a Krum score among n inputs: n-f-2, at least 1 (as Flower), at most n-1."""
+    return min(max(1, n - f - 2), n - 1)
 
 
 def krum(x: Tensor, *, f: int) -> Tensor:
@@ -55,22 +56,24 @@ def krum(x: Tensor, *, f: int) -> Tensor:
     tolerant gradient descent", NeurIPS 2017.
     """
     n = x.shape[0]
-    _check_krum("krum", n, f)
+    require(n >= 2 * f + 3, "krum", "n >= 2f+3", n=n, f=f)
     scores = krum_scores(pairwise_sq_distances(x), n - f - 2)
     return x[int(torch.argmin(scores))].clone()
 
 
 def multi_krum(x: Tensor, *, f: int, m: int | None = None) -> Tensor:
     """Multi-Krum: mean of the m inputs with the lowest Krum scores (m = n-f by default; ties to the
-    lowest index).
+    lowest index). Scores count max(1, n-f-2) neighbours so that small n stay defined (as Flower).
 
-    Precondition: n >= 2f+3 and 1 <= m <= n-f. Reference: Blanchard et al., NeurIPS 2017.
+    Precondition: 1 <= m <= n-f; Krum's guarantee needs n >= 2f+3. Reference: Blanchard et al.,
+    NeurIPS 2017.
     """
     n = x.shape[0]
-    _check_krum("multi_krum", n, f)
     keep = n - f if m is None else m
     require(1 <= keep <= n - f, "multi_krum", "1 <= m <= n-f", n=n, f=f, m=keep)
-    scores = krum_scores(pairwise_sq_distances(x), n - f - 2)
+    if n == 1:
+        return x[0].clone()
+    scores = krum_scores(pairwise_sq_distances(x), krum_neighbours(n, f))
     chosen = torch.sort(scores, stable=True).indices[:keep]
     return mean_of_rows(x, chosen)
 
@@ -102,7 +105,7 @@ def bulyan(x: Tensor, *, f: int) -> Tensor:
     picked: list[int] = []
     for _ in range(theta):
         sub = dist[remaining][:, remaining]
-        neighbours = min(max(1, len(remaining) - f - 2), len(remaining) - 1)
+        neighbours = krum_neighbours(len(remaining), f)
         best = int(torch.argmin(krum_scores(sub, neighbours))) if neighbours > 0 else 0
         picked.append(remaining.pop(best))
     selected = x[sorted(picked)]

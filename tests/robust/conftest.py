@@ -1,0 +1,24 @@
+"""Hypothesis profiles for the robust-aggregation tests.
+
+``HYPOTHESIS_PROFILE=robust-thorough`` runs many more examples; the default keeps the suite fast.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "robust-ci",
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
+)
+settings.register_profile(
+    "robust-thorough",
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "robust-ci"))
