@@ -55,3 +55,15 @@ def finite_rows(x: Tensor) -> Tensor:
 def compute_dtype(x: Tensor) -> torch.dtype:
     """float32 for half-precision inputs (CPU kernels and accuracy), the input dtype otherwise."""
     return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+
+
+def row_norms(rows: Tensor) -> Tensor:
+    """Euclidean norm of each row, rescaling the rows whose plain norm overflows (finite but huge)."""
+    norms = torch.linalg.vector_norm(rows, dim=1)
+    overflow = torch.isinf(norms)
+    if bool(overflow.any()):
+        index = overflow.nonzero().flatten()
+        big = rows[index]
+        scale = big.abs().amax(dim=1, keepdim=True)
+        norms[index] = scale.squeeze(1) * torch.linalg.vector_norm(big / scale, dim=1)
+    return norms

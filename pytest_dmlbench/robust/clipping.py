@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from pytest_dmlbench.robust._checks import compute_dtype, finite_rows
+from pytest_dmlbench.robust._checks import compute_dtype, finite_rows, row_norms
 from pytest_dmlbench.robust.aggregators import median
 
 
@@ -36,7 +36,7 @@ def centered_clipping(
     rows = (x if bool(finite.all()) else x[finite]).to(dtype)
     for _ in range(iterations):
         diff = rows - v
-        norms = torch.linalg.vector_norm(diff, dim=1)
+        norms = row_norms(diff)
         scale = (tau / norms).clamp(max=1.0).nan_to_num(nan=1.0)  # 0/0 (row equal to v): keep diff = 0
         v = v + (scale @ diff) / n
     return v.to(x.dtype)
@@ -48,7 +48,7 @@ def clip(x: Tensor, *, f: int, c: float) -> Tensor:
     """
     if not c > 0:
         raise ValueError(f"clip requires c > 0, got c={c}")
-    norms = torch.linalg.vector_norm(x.to(compute_dtype(x)), dim=1)
+    norms = row_norms(x.to(compute_dtype(x)))
     scale = (c / norms).clamp(max=1.0)
     scale = torch.where(finite_rows(x), scale, torch.ones_like(scale)).nan_to_num(nan=1.0)
     return x * scale.to(x.dtype)[:, None]

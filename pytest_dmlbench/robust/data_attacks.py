@@ -43,7 +43,7 @@ def apply_trigger(image: Tensor, trigger: Trigger) -> Tensor:
 class LabelFlipDataset(Dataset[tuple[Any, int]]):
     """Wraps a classification dataset, replacing each label y by C-1-y (C = ``num_classes``)."""
 
-    def __init__(self, dataset: Dataset[tuple[Any, Any]], num_classes: int) -> None:
+    def __init__(self, dataset: Dataset[Any], num_classes: int) -> None:
         if num_classes < 2:
             raise ValueError(f"label_flip needs num_classes >= 2, got {num_classes}")
         self.dataset = dataset
@@ -69,7 +69,7 @@ class BackdoorDataset(Dataset[tuple[Tensor, int]]):
 
     def __init__(
         self,
-        dataset: Dataset[tuple[Tensor, Any]],
+        dataset: Dataset[Any],
         *,
         target: int,
         fraction: float = 0.1,
@@ -98,8 +98,7 @@ class BackdoorDataset(Dataset[tuple[Tensor, int]]):
 
 @torch.no_grad()
 def attack_success_rate(
-    model: torch.nn.Module, dataset: Dataset[tuple[Tensor, Any]], trigger: Trigger, target: int,
-    batch_size: int = 256,
+    model: torch.nn.Module, dataset: Dataset[Any], trigger: Trigger, target: int, batch_size: int = 256
 ) -> float:
     """Share of the non-target inputs of ``dataset`` that ``model`` classifies as ``target`` once the
     trigger is stamped on them (the backdoor's attack success rate).

@@ -1,6 +1,6 @@
 """Distance-based rules: Krum, Multi-Krum, Bulyan, geometric median, and their distance helpers.
 
-Pairwise squared distances use the Gram matrix of the rows centred on their mean (one matrix product
+Pairwise squared distances use the Gram matrix of the rows centred on a robust mean (one matrix product
 instead of n^2 passes over the data). Centring removes the common offset that makes the Gram identity
 ||a||^2 + ||b||^2 - 2<a, b> lose precision; the tests compare the result with direct distances.
 Rows holding inf or NaN are at distance +inf from every row, so they never win a selection.
@@ -11,18 +11,34 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from pytest_dmlbench.robust._checks import compute_dtype, finite_rows, require
+from pytest_dmlbench.robust._checks import compute_dtype, finite_rows, require, row_norms
 from pytest_dmlbench.robust.aggregators import closest_to_median_mean
 from pytest_dmlbench.robust.columnwise import map_columns
 
 
-def pairwise_sq_distances(x: Tensor) -> Tensor:
-    """Symmetric ``(n, n)`` float64 matrix of squared Euclidean distances; +inf for non-finite rows."""
+def small_norm_mean(rows: Tensor, f: int) -> Tensor:
+    """Mean of the max(1, m-f) rows of smallest norm (of m rows): the mean once up to f outliers of
+    large norm are set aside. Equals the coordinate mean when f = 0."""
+    norms = row_norms(rows).nan_to_num(nan=torch.inf)
+    inner = torch.sort(norms, stable=True).indices[: max(1, rows.shape[0] - f)]
+    if not bool(torch.isfinite(norms[inner]).all()):
+        return rows[inner].mean(dim=0)
+    weights = torch.zeros(rows.shape[0], dtype=rows.dtype, device=rows.device)
+    weights[inner] = 1.0 / inner.numel()
+    return weights @ rows
+
+
+def pairwise_sq_distances(x: Tensor, f: int = 0) -> Tensor:
+    """Symmetric ``(n, n)`` float64 matrix of squared Euclidean distances; +inf for non-finite rows.
+
+    The rows are centred on the mean of the n-f finite rows of smallest norm, so up to f huge rows
+    neither overflow the honest distances nor drown them in rounding error.
+    """
     n = x.shape[0]
     finite = finite_rows(x)
     rows = x if bool(finite.all()) else x[finite]
     rows = rows.to(compute_dtype(x))
-    centred = rows - rows.mean(dim=0)
+    centred = rows - small_norm_mean(rows, f)
     gram = (centred @ centred.T).double()
     sq_norms = gram.diagonal()
     dist = (sq_norms[:, None] + sq_norms[None, :] - 2.0 * gram).clamp_min(0.0)
@@ -57,7 +73,7 @@ def krum(x: Tensor, *, f: int) -> Tensor:
     """
     n = x.shape[0]
     require(n >= 2 * f + 3, "krum", "n >= 2f+3", n=n, f=f)
-    scores = krum_scores(pairwise_sq_distances(x), n - f - 2)
+    scores = krum_scores(pairwise_sq_distances(x, f), n - f - 2)
     return x[int(torch.argmin(scores))].clone()
 
 
@@ -73,7 +89,7 @@ def multi_krum(x: Tensor, *, f: int, m: int | None = None) -> Tensor:
     require(1 <= keep <= n - f, "multi_krum", "1 <= m <= n-f", n=n, f=f, m=keep)
     if n == 1:
         return x[0].clone()
-    scores = krum_scores(pairwise_sq_distances(x), krum_neighbours(n, f))
+    scores = krum_scores(pairwise_sq_distances(x, f), krum_neighbours(n, f))
     chosen = torch.sort(scores, stable=True).indices[:keep]
     return mean_of_rows(x, chosen)
 
@@ -100,7 +116,7 @@ def bulyan(x: Tensor, *, f: int) -> Tensor:
     theta = n - 2 * f
     if f == 0:
         return x.mean(dim=0)
-    dist = pairwise_sq_distances(x)
+    dist = pairwise_sq_distances(x, f)
     remaining = list(range(n))
     picked: list[int] = []
     for _ in range(theta):
@@ -118,9 +134,11 @@ def geometric_median(
 ) -> Tensor:
     """Geometric median argmin_z sum_i ||z - x_i|| by smoothed Weiszfeld iterations.
 
-    Starts from the coordinate-wise mean of the finite rows; weights are 1/max(nu, ||z - x_i||); rows
+    Starts from the coordinate-wise mean of the finite rows, leaving out the f rows of largest norm
+    (among them, rows with inf/NaN); weights are 1/max(nu, ||z - x_i||); rows
     with inf/NaN get weight 0 (their distance is infinite). Stops when a step is at most ``tol`` times
-    the mean distance from z to the inputs (translation- and scale-invariant), or after ``max_iter``.
+    the median distance from z to the inputs (translation- and scale-invariant, and not inflated by up
+    to f far-away rows), when half of the inputs coincide with z, or after ``max_iter`` steps.
     Precondition: f < n/2. Reference: Pillutla, Kakade and Harchaoui, "Robust aggregation for federated
     learning", IEEE TSP 2022 (smoothed Weiszfeld).
     """
@@ -136,14 +154,19 @@ def geometric_median(
     if rows.shape[0] == 0:
         raise ValueError("geometric_median: every input row holds inf or NaN; nothing to aggregate")
     rows = rows.to(compute_dtype(x))
-    z = rows.mean(dim=0)
+    # the plain mean of the finite rows when f = 0; with f > 0 the f largest-norm rows are set aside,
+    # otherwise one huge row puts the start (and hundreds of Weiszfeld steps) arbitrarily far away
+    z = small_norm_mean(rows, max(0, f - (n - rows.shape[0])))
     for _ in range(max_iter):
-        distances = torch.linalg.vector_norm(rows - z, dim=1).double()
+        distances = row_norms(rows - z).double()
+        typical = float(torch.median(distances))  # an honest distance whenever f < n/2
+        if typical == 0.0:
+            break  # at least half of the inputs sit at z: z is a geometric median
         weights = 1.0 / distances.clamp_min(nu)
         weights = weights / weights.sum()
         z_next = weights.to(rows.dtype) @ rows
         step = float(torch.linalg.vector_norm((z_next - z).double()))
         z = z_next
-        if step <= tol * float(distances.mean()):
+        if step <= tol * typical:
             break
     return z.to(x.dtype)

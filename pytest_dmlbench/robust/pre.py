@@ -29,7 +29,7 @@ def nnm(x: Tensor, *, f: int) -> Tensor:
     if f == 0:
         return x.mean(dim=0, keepdim=True).expand(n, -1).clone()
     keep = n - f
-    nearest = torch.sort(pairwise_sq_distances(x), dim=1, stable=True).indices[:, :keep]
+    nearest = torch.sort(pairwise_sq_distances(x, f), dim=1, stable=True).indices[:, :keep]
     mixing = torch.zeros((n, n), dtype=x.dtype, device=x.device)
     mixing.scatter_(1, nearest, 1.0 / keep)
     finite = finite_rows(x)

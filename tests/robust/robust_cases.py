@@ -130,8 +130,23 @@ def bulyan_reference(x: np.ndarray, f: int) -> tuple[np.ndarray, float]:
     return result, min([*gaps, gap])
 
 
-def selection_gap(rule: str, x: np.ndarray, f: int) -> float:
+def nnm_reference(x: np.ndarray, f: int) -> tuple[np.ndarray, float]:
+    """Nearest-neighbour mixing by explicit loops, and the smallest neighbour-selection gap."""
+    dist = direct_sq_distances(x)
+    keep = len(x) - f
+    mixed, gaps = [], []
+    for i in range(len(x)):
+        order = np.argsort(dist[i], kind="stable")
+        mixed.append(x[order[:keep]].mean(axis=0))
+        gaps.append(boundary_gap(dist[i], keep))
+    return np.array(mixed), min(gaps)
+
+
+def selection_gap(rule: str, x: np.ndarray, f: int, pre: list | None = None) -> float:
     """How far the example is from a tie at a selection boundary of ``rule`` (inf: no selection)."""
+    if pre == ["nnm"]:
+        mixed, gap = nnm_reference(x, f)
+        return min(gap, selection_gap(rule, mixed, f))
     n = len(x)
     if rule == "krum":
         return boundary_gap(krum_scores_reference(x, n - f - 2), 1)
