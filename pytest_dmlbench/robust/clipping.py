@@ -36,8 +36,7 @@ def centered_clipping(
     rows = (x if bool(finite.all()) else x[finite]).to(dtype)
     for _ in range(iterations):
         diff = rows - v
-        norms = row_norms(diff)
-        scale = (tau / norms).clamp(max=1.0).nan_to_num(nan=1.0)  # 0/0 (row equal to v): keep diff = 0
+        scale = (tau / row_norms(diff)).clamp(max=1.0).nan_to_num(nan=1.0)  # 0/0: the row equals v
         v = v + (scale @ diff) / n
     return v.to(x.dtype)
 

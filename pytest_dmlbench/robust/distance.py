@@ -1,8 +1,8 @@
 """Distance-based rules: Krum, Multi-Krum, Bulyan, geometric median, and their distance helpers.
 
-Pairwise squared distances use the Gram matrix of the rows centred on a robust mean (one matrix product
-instead of n^2 passes over the data). Centring removes the common offset that makes the Gram identity
-||a||^2 + ||b||^2 - 2<a, b> lose precision; the tests compare the result with direct distances.
+Pairwise squared distances use the Gram identity ||a||^2 + ||b||^2 - 2<a, b> (one matrix product instead
+of n^2 passes over the data). It loses precision when the rows share a large common offset, so such
+rows are first centred on a robust mean; the tests compare the result with direct distances.
 Rows holding inf or NaN are at distance +inf from every row, so they never win a selection.
 """
 
@@ -14,6 +14,21 @@ from torch import Tensor
 from pytest_dmlbench.robust._checks import compute_dtype, finite_rows, require, row_norms
 from pytest_dmlbench.robust.aggregators import closest_to_median_mean
 from pytest_dmlbench.robust.columnwise import map_columns
+
+# The uncentred Gram identity loses about eps * ||x||^2 / ||x_i - x_j||^2 of relative precision; it is
+# used when typical squared norms are at most this many times the typical squared distance.
+GRAM_NORM_RATIO = {torch.float64: 1e6, torch.float32: 16.0}
+
+
+def gram_sq_distances(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """Squared distances from the Gram matrix of ``rows`` (float64, symmetric, NaN mapped to +inf),
+    and the rows' squared norms."""
+    gram = (rows @ rows.T).double()
+    sq_norms = gram.diagonal().clone()
+    dist = (sq_norms[:, None] + sq_norms[None, :] - 2.0 * gram).clamp_min(0.0)
+    dist = ((dist + dist.T) * 0.5).nan_to_num(nan=torch.inf)
+    dist.fill_diagonal_(0.0)
+    return dist, sq_norms
 
 
 def small_norm_mean(rows: Tensor, f: int) -> Tensor:
@@ -31,19 +46,22 @@ def small_norm_mean(rows: Tensor, f: int) -> Tensor:
 def pairwise_sq_distances(x: Tensor, f: int = 0) -> Tensor:
     """Symmetric ``(n, n)`` float64 matrix of squared Euclidean distances; +inf for non-finite rows.
 
-    The rows are centred on the mean of the n-f finite rows of smallest norm, so up to f huge rows
-    neither overflow the honest distances nor drown them in rounding error.
+    When the typical squared norm exceeds ``GRAM_NORM_RATIO`` times the typical squared distance, the
+    rows are centred on the mean of their n-f finite rows of smallest norm first, so a common offset
+    (or up to f huge rows) neither overflows the honest distances nor drowns them in rounding error.
     """
     n = x.shape[0]
     finite = finite_rows(x)
     rows = x if bool(finite.all()) else x[finite]
     rows = rows.to(compute_dtype(x))
-    centred = rows - small_norm_mean(rows, f)
-    gram = (centred @ centred.T).double()
-    sq_norms = gram.diagonal()
-    dist = (sq_norms[:, None] + sq_norms[None, :] - 2.0 * gram).clamp_min(0.0)
-    dist = ((dist + dist.T) * 0.5).nan_to_num(nan=torch.inf)
-    dist.fill_diagonal_(0.0)
+    dist, sq_norms = gram_sq_distances(rows)
+    m = rows.shape[0]
+    if m > 1:
+        # medians: up to f outlying rows do not decide which path the honest rows get
+        typical_norm = float(torch.median(sq_norms.nan_to_num(nan=torch.inf)))
+        typical_distance = float(torch.median(dist[~torch.eye(m, dtype=torch.bool, device=dist.device)]))
+        if not typical_norm <= GRAM_NORM_RATIO.get(rows.dtype, 16.0) * typical_distance:
+            dist, _ = gram_sq_distances(rows - small_norm_mean(rows, f))
     if rows.shape[0] == n:
         return dist
     full = torch.full((n, n), torch.inf, dtype=torch.float64, device=x.device)
@@ -130,20 +148,25 @@ def bulyan(x: Tensor, *, f: int) -> Tensor:
 
 
 def geometric_median(
-    x: Tensor, *, f: int, tol: float = 1e-7, max_iter: int = 200, nu: float = 1e-12
+    x: Tensor, *, f: int, tol: float | None = None, max_iter: int = 200, nu: float = 1e-12
 ) -> Tensor:
     """Geometric median argmin_z sum_i ||z - x_i|| by smoothed Weiszfeld iterations.
 
-    Starts from the coordinate-wise mean of the finite rows, leaving out the f rows of largest norm
-    (among them, rows with inf/NaN); weights are 1/max(nu, ||z - x_i||); rows
+    Starts from the coordinate-wise mean of the finite rows (a start that is permutation-, translation-
+    and scale-equivariant, so the result is too even where the minimiser is not unique); weights are
+    1/max(nu, ||z - x_i||); rows
     with inf/NaN get weight 0 (their distance is infinite). Stops when a step is at most ``tol`` times
     the median distance from z to the inputs (translation- and scale-invariant, and not inflated by up
-    to f far-away rows), when half of the inputs coincide with z, or after ``max_iter`` steps.
+    to f far-away rows; default 1e-7 in float64, 1e-5 in lower precision, about 100 ulp), when half
+    of the inputs coincide with z, or after ``max_iter`` steps. A row M times farther out than the
+    honest spread costs about log(M) extra steps (clip or nnm first to bound that).
     Precondition: f < n/2. Reference: Pillutla, Kakade and Harchaoui, "Robust aggregation for federated
     learning", IEEE TSP 2022 (smoothed Weiszfeld).
     """
     n = x.shape[0]
     require(2 * f < n, "geometric_median", "f < n/2", n=n, f=f)
+    if tol is None:
+        tol = 1e-7 if compute_dtype(x) == torch.float64 else 1e-5
     if not tol > 0 or not nu > 0 or max_iter < 1:
         raise ValueError(
             "geometric_median: needs tol > 0, nu > 0, max_iter >= 1; "
@@ -154,19 +177,16 @@ def geometric_median(
     if rows.shape[0] == 0:
         raise ValueError("geometric_median: every input row holds inf or NaN; nothing to aggregate")
     rows = rows.to(compute_dtype(x))
-    # the plain mean of the finite rows when f = 0; with f > 0 the f largest-norm rows are set aside,
-    # otherwise one huge row puts the start (and hundreds of Weiszfeld steps) arbitrarily far away
-    z = small_norm_mean(rows, max(0, f - (n - rows.shape[0])))
+    z = rows.mean(dim=0)
     for _ in range(max_iter):
-        distances = row_norms(rows - z).double()
+        diff = rows - z
+        distances = row_norms(diff).double()
         typical = float(torch.median(distances))  # an honest distance whenever f < n/2
         if typical == 0.0:
             break  # at least half of the inputs sit at z: z is a geometric median
         weights = 1.0 / distances.clamp_min(nu)
-        weights = weights / weights.sum()
-        z_next = weights.to(rows.dtype) @ rows
-        step = float(torch.linalg.vector_norm((z_next - z).double()))
-        z = z_next
-        if step <= tol * typical:
+        step = (weights / weights.sum()).to(rows.dtype) @ diff
+        z = z + step
+        if float(torch.linalg.vector_norm(step.double())) <= tol * typical:
             break
     return z.to(x.dtype)
