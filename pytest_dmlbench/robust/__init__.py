@@ -11,7 +11,12 @@
 every step receives the same f. Definitions and conventions (median of even n = mean of the two middle
 values, Krum ties to the lowest index, ...) are in each rule's docstring. Bad (n, f) raise ``ValueError``
 naming the rule's precondition; unknown names list the valid ones. Inputs are never modified; every rule
-is deterministic (bucketing and gaussian take seeds).
+is deterministic (bucketing and gaussian take seeds). Rows holding inf or NaN sort to the extremes and lie
+at infinite distance, so a rule whose f covers them still returns a finite result.
+
+Data attacks: ``LabelFlipDataset``, ``BackdoorDataset`` (+ ``attack_success_rate``). Integrity:
+``sign_update`` / ``UpdateVerifier`` (HMAC-SHA256 per rank and round) and ``ModelHashChain`` (SHA-256
+hash-chained log of the model per round, ``verify()``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pytest_dmlbench.robust.data_attacks import (
     apply_trigger,
     attack_success_rate,
 )
+from pytest_dmlbench.robust.integrity import ModelHashChain, UpdateVerifier, derive_rank_key, sign_update
 
 __all__ = [
     "AGGREGATORS",
@@ -31,9 +37,13 @@ __all__ = [
     "PRE_AGGREGATIONS",
     "BackdoorDataset",
     "LabelFlipDataset",
+    "ModelHashChain",
     "Trigger",
+    "UpdateVerifier",
     "aggregate",
     "apply_trigger",
     "attack",
     "attack_success_rate",
+    "derive_rank_key",
+    "sign_update",
 ]

@@ -97,21 +97,33 @@ def krum_scores_reference(x: np.ndarray, neighbours: int) -> np.ndarray:
     return np.array([np.sort(np.delete(dist[i], i))[:neighbours].sum() for i in range(len(x))])
 
 
-def boundary_gap(scores: np.ndarray, m: int) -> float:
-    """Gap between the m-th and (m+1)-th smallest scores (inf when all are selected)."""
+def boundary_gap(scores: np.ndarray, m: int, rows: np.ndarray | None = None, tol: float = 0.0) -> float:
+    """Gap between the m-th and (m+1)-th smallest scores (inf when all are selected, or when every
+    row within ``tol`` of the boundary is identical, so that the choice among them cannot matter)."""
     ordered = np.sort(scores)
-    return float("inf") if m >= len(ordered) else float(ordered[m] - ordered[m - 1])
+    if m >= len(ordered):
+        return float("inf")
+    gap = float(ordered[m] - ordered[m - 1])
+    if rows is not None and gap <= tol:
+        band = rows[np.abs(scores - ordered[m - 1]) <= tol + gap]
+        if all(np.array_equal(row, band[0]) for row in band):
+            return float("inf")
+    return gap
+
+
+TIE_TOL = 1e-6
 
 
 def meamed_reference(x: np.ndarray, keep: int) -> tuple[np.ndarray, float]:
     """Mean of the ``keep`` values closest to the median per column, and the smallest boundary gap."""
     med = np.median(x, axis=0)
+    tol = TIE_TOL * scale_of(x) ** 2
     out, gaps = [], []
     for j in range(x.shape[1]):
         dist = np.abs(x[:, j] - med[j])
         order = np.argsort(dist, kind="stable")
         out.append(x[order[:keep], j].mean())
-        gaps.append(float("inf") if keep == len(dist) else dist[order[keep]] - dist[order[keep - 1]])
+        gaps.append(boundary_gap(dist, keep, x[:, j : j + 1], tol))
     return np.array(out), min(gaps)
 
 
@@ -124,7 +136,7 @@ def bulyan_reference(x: np.ndarray, f: int) -> tuple[np.ndarray, float]:
     for _ in range(theta):
         sub = x[remaining]
         scores = krum_scores_reference(sub, min(max(1, len(sub) - f - 2), len(sub) - 1))
-        gaps.append(boundary_gap(scores, 1))
+        gaps.append(boundary_gap(scores, 1, sub, TIE_TOL * scale_of(x) ** 2))
         picked.append(remaining.pop(int(np.argmin(scores))))
     result, gap = meamed_reference(x[sorted(picked)], theta - 2 * f)
     return result, min([*gaps, gap])
@@ -138,7 +150,7 @@ def nnm_reference(x: np.ndarray, f: int) -> tuple[np.ndarray, float]:
     for i in range(len(x)):
         order = np.argsort(dist[i], kind="stable")
         mixed.append(x[order[:keep]].mean(axis=0))
-        gaps.append(boundary_gap(dist[i], keep))
+        gaps.append(boundary_gap(dist[i], keep, x, TIE_TOL * scale_of(x) ** 2))
     return np.array(mixed), min(gaps)
 
 
@@ -148,10 +160,11 @@ def selection_gap(rule: str, x: np.ndarray, f: int, pre: list | None = None) -> 
         mixed, gap = nnm_reference(x, f)
         return min(gap, selection_gap(rule, mixed, f))
     n = len(x)
+    tol = TIE_TOL * scale_of(x) ** 2
     if rule == "krum":
-        return boundary_gap(krum_scores_reference(x, n - f - 2), 1)
+        return boundary_gap(krum_scores_reference(x, n - f - 2), 1, x, tol)
     if rule == "multi_krum":
-        return boundary_gap(krum_scores_reference(x, min(max(1, n - f - 2), n - 1)), n - f)
+        return boundary_gap(krum_scores_reference(x, min(max(1, n - f - 2), n - 1)), n - f, x, tol)
     if rule == "bulyan":
         return bulyan_reference(x, f)[1]
     if rule == "meamed":

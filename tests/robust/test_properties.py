@@ -15,6 +15,7 @@ from robust_cases import (
     COORDINATE_RULES,
     KRUM_FAMILY,
     MIN_N,
+    TIE_TOL,
     Attacked,
     Example,
     attacked,
@@ -41,7 +42,7 @@ def close(a: np.ndarray, b: np.ndarray, rule: str, scale: float) -> bool:
 
 
 def no_near_tie(rule: str, ex: Example, pre: list | None = None) -> bool:
-    return selection_gap(rule, ex.x, ex.f, pre) > 1e-6 * scale_of(ex.x) ** 2
+    return selection_gap(rule, ex.x, ex.f, pre) > TIE_TOL * scale_of(ex.x) ** 2
 
 
 # 1. shape, dtype, finiteness
