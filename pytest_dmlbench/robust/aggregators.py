@@ -67,12 +67,25 @@ def closest_to_median_mean(block: Tensor, keep: int) -> Tensor:
     radius = torch.maximum(centre - ordered[:windows], ordered[keep - 1 :] - centre)
     radius = radius.nan_to_num(nan=torch.inf)
     best = radius == radius.min(dim=0).values
-    # weight[j] = number of minimal windows covering sorted position j (exact integer counts)
-    covered = torch.cumsum(best.to(torch.int32), dim=0)
-    positions = torch.arange(n, device=block.device)
-    last = positions.clamp(max=windows - 1)
+    start = best.to(torch.uint8).argmax(dim=0)  # the first minimal window
+    offsets = torch.arange(keep, device=block.device)[:, None]
+    result = torch.gather(ordered, 0, start[None, :] + offsets).sum(dim=0) / keep
+    tied = (best.sum(dim=0) > 1).nonzero().flatten()
+    if tied.numel():
+        result[tied] = _average_of_windows(ordered[:, tied], best[:, tied], keep)
+    return result
+
+
+def _average_of_windows(ordered: Tensor, best: Tensor, keep: int) -> Tensor:
+    """Mean over all minimal windows (``best``) of each window's mean, by exact coverage counts."""
+    n = ordered.shape[0]
+    windows = best.shape[0]
+    covered = torch.cumsum(best.to(torch.int64), dim=0)  # covered[i] = minimal windows starting <= i
+    positions = torch.arange(n, device=ordered.device)
     first = positions - keep
-    weight = covered[last] - torch.where(first[:, None] >= 0, covered[first.clamp(min=0)], 0)
+    weight = covered[positions.clamp(max=windows - 1)] - torch.where(
+        first[:, None] >= 0, covered[first.clamp(min=0)], 0
+    )
     weight = weight.to(ordered.dtype)
     total = torch.where(weight > 0, ordered * weight, 0.0).sum(dim=0)
     return total / (covered[-1].to(ordered.dtype) * keep)

