@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from robust_cases import ROBUST_RULES, direct_sq_distances
+from robust_cases import ROBUST_RULES, direct_sq_distances, meamed_reference
 
 from pytest_dmlbench.robust import AGGREGATORS, aggregate, attack
 from pytest_dmlbench.robust.distance import pairwise_sq_distances
@@ -159,5 +159,7 @@ def test_meamed_averages_exactly_tied_choices() -> None:
     # median 1; 0 and 2 are equally close: the two choices {0, 1} and {1, 2} are averaged
     x = torch.tensor([[0.0, 5.0], [1.0, 6.0], [2.0, 9.0]], dtype=torch.float64)
     assert torch.equal(aggregate("meamed", x, f=1), torch.tensor([1.0, 5.5], dtype=torch.float64))
-    # negative control: a lowest-index tie rule would give 0.5 and break permutation invariance
     assert torch.equal(aggregate("meamed", x.flip(0), f=1), aggregate("meamed", x, f=1))
+    # negative control: the lowest-index tie rule gives 0.5, or 1.5 once the rows are reversed
+    assert meamed_reference(x.numpy(), 2)[0][0] == 0.5
+    assert meamed_reference(x.flip(0).numpy(), 2)[0][0] == 1.5
