@@ -52,9 +52,19 @@ def bucketing(x: Tensor, *, f: int, s: int = 2, seed: int = 0) -> Tensor:
     n = x.shape[0]
     generator = torch.Generator().manual_seed(seed)
     order = torch.randperm(n, generator=generator).to(x.device)
-    shuffled = x[order]
-    buckets = [shuffled[start : start + s].mean(dim=0) for start in range(0, n, s)]
-    return torch.stack(buckets)
+    count = -(-n // s)
+    bucket_of = torch.empty(n, dtype=torch.long, device=x.device)
+    bucket_of[order] = torch.arange(n, device=x.device) // s
+    sizes = torch.bincount(bucket_of, minlength=count).to(x.dtype)
+    if bool(finite_rows(x).all()):
+        # one pass over x: a (buckets, n) averaging matrix instead of a permuted copy
+        mixing = torch.zeros((count, n), dtype=x.dtype, device=x.device)
+        mixing[bucket_of, torch.arange(n, device=x.device)] = 1.0
+        return (mixing / sizes[:, None]) @ x
+    # inf/NaN rows: 0 * inf would spread them to every bucket through the matrix product
+    out = torch.zeros((count, x.shape[1]), dtype=x.dtype, device=x.device)
+    out.index_add_(0, bucket_of, x)
+    return out / sizes[:, None]
 
 
 PreAggregation = Callable[..., Tensor]

@@ -1,11 +1,9 @@
-"""Hypothesis profiles for the robust-aggregation tests.
+"""Hypothesis profiles for the robust-aggregation tests (applied per test, not loaded globally).
 
-``HYPOTHESIS_PROFILE=robust-thorough`` runs many more examples; the default keeps the suite fast.
+``DMLBENCH_ROBUST_PROFILE=robust-thorough`` runs many more examples; the default keeps the suite fast.
 """
 
 from __future__ import annotations
-
-import os
 
 from hypothesis import HealthCheck, settings
 
@@ -21,4 +19,3 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "robust-ci"))

@@ -6,6 +6,8 @@ Property 12 (bit-identical results on every rank of a real process group) belong
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -31,6 +33,8 @@ from robust_cases import (
 
 from pytest_dmlbench.robust import aggregate
 
+ROBUST = settings(settings.get_profile(os.environ.get("DMLBENCH_ROBUST_PROFILE", "robust-ci")))
+
 ALL_RULES = list(MIN_N)
 EQUIVARIANT = ["mean", "median", "trimmed_mean", "meamed", "krum", "multi_krum", "bulyan", "geometric_median"]
 PRE_CHAINS = [["nnm"], [("clip", {"c": 50.0})], [("bucketing", {"s": 2, "seed": 3})]]
@@ -47,6 +51,7 @@ def no_near_tie(rule: str, ex: Example, pre: list | None = None) -> bool:
 
 # 1. shape, dtype, finiteness
 @pytest.mark.parametrize("rule", ALL_RULES)
+@ROBUST
 @given(data=st.data())
 def test_p1_shape_dtype_finite(rule: str, data: st.DataObject) -> None:
     ex = data.draw(examples(rule))
@@ -58,6 +63,7 @@ def test_p1_shape_dtype_finite(rule: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("pre", PRE_CHAINS, ids=["nnm", "clip", "bucketing"])
 @pytest.mark.parametrize("rule", ["median", "krum", "geometric_median"])
+@ROBUST
 @given(data=st.data())
 def test_p1_with_pre_aggregation(rule: str, pre: list, data: st.DataObject) -> None:
     ex = data.draw(examples(rule, max_f=1, max_extra=6))
@@ -69,6 +75,7 @@ def test_p1_with_pre_aggregation(rule: str, pre: list, data: st.DataObject) -> N
 
 # 2. permutation invariance
 @pytest.mark.parametrize("rule", ALL_RULES)
+@ROBUST
 @given(data=st.data())
 def test_p2_permutation_invariance(rule: str, data: st.DataObject) -> None:
     ex = data.draw(examples(rule))
@@ -87,6 +94,7 @@ def test_p2_checker_fails_on_lowest_index_tie_breaking() -> None:
 
 # 3. translation equivariance
 @pytest.mark.parametrize("rule", [*EQUIVARIANT, "nnm+median", "nnm+krum"])
+@ROBUST
 @given(data=st.data(), shift=st.floats(-100, 100, allow_subnormal=False))
 def test_p3_translation_equivariance(rule: str, data: st.DataObject, shift: float) -> None:
     base, pre = (rule.split("+")[1], ["nnm"]) if "+" in rule else (rule, None)
@@ -97,6 +105,7 @@ def test_p3_translation_equivariance(rule: str, data: st.DataObject, shift: floa
     assert close(got, want, base, scale_of(ex.x) + abs(shift))
 
 
+@ROBUST
 @given(shift=st.floats(1.0, 100.0))
 def test_p3_checker_fails_on_clip(shift: float) -> None:
     x = np.array([[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]])
@@ -107,6 +116,7 @@ def test_p3_checker_fails_on_clip(shift: float) -> None:
 
 # 4. scale equivariance (a > 0 for all; a < 0 for coordinate-wise and distance-based rules)
 @pytest.mark.parametrize("rule", [*EQUIVARIANT, "nnm+median"])
+@ROBUST
 @given(data=st.data(), a=st.floats(0.1, 10.0) | st.floats(-10.0, -0.1))
 def test_p4_scale_equivariance(rule: str, data: st.DataObject, a: float) -> None:
     base, pre = (rule.split("+")[1], ["nnm"]) if "+" in rule else (rule, None)
@@ -119,6 +129,7 @@ def test_p4_scale_equivariance(rule: str, data: st.DataObject, a: float) -> None
 
 # 5. coordinate-wise rules depend on column j only
 @pytest.mark.parametrize("rule", COORDINATE_RULES)
+@ROBUST
 @given(data=st.data())
 def test_p5_coordinatewise(rule: str, data: st.DataObject) -> None:
     ex = data.draw(examples(rule))
@@ -136,6 +147,7 @@ def test_p5_checker_fails_on_krum() -> None:
 
 
 # 6. reductions
+@ROBUST
 @given(ex=examples("mean", max_f=0))
 def test_p6_trimmed_mean_b0_multi_krum_all_bulyan_f0_equal_the_mean(ex: Example) -> None:
     mean = run("mean", ex.x, 0)
@@ -146,6 +158,7 @@ def test_p6_trimmed_mean_b0_multi_krum_all_bulyan_f0_equal_the_mean(ex: Example)
 
 
 @pytest.mark.parametrize("rule", ALL_RULES)
+@ROBUST
 @given(ex=examples("mean", max_f=0))
 def test_p6_nnm_with_f0_then_any_rule_is_the_mean(rule: str, ex: Example) -> None:
     assume(len(ex.x) >= MIN_N[rule](0))
@@ -153,6 +166,7 @@ def test_p6_nnm_with_f0_then_any_rule_is_the_mean(rule: str, ex: Example) -> Non
     assert close(got, run("mean", ex.x, 0), rule, scale_of(ex.x))
 
 
+@ROBUST
 @given(ex=examples("median"))
 def test_p6_trimmed_mean_with_maximal_b_is_the_median(ex: Example) -> None:
     b = (len(ex.x) - 1) // 2
@@ -168,6 +182,7 @@ def test_p6_checker_fails_on_the_lower_median() -> None:
 
 # 7. identical inputs
 @pytest.mark.parametrize("rule", ALL_RULES)
+@ROBUST
 @given(data=st.data())
 def test_p7_identical_inputs(rule: str, data: st.DataObject) -> None:
     ex = data.draw(examples(rule))
@@ -182,23 +197,27 @@ P10_RULES = ["median", "trimmed_mean", "krum", "geometric_median"]
 
 
 @pytest.mark.parametrize("rule", P8_RULES)
+@ROBUST
 @given(data=st.data())
 def test_p8_identical_honest_rows_survive_f_attackers(rule: str, data: st.DataObject) -> None:
     assert identical_honest_kept(rule, data.draw(attacked(rule, equal_honest=True)))
 
 
 @pytest.mark.parametrize("rule", ["median", "trimmed_mean"])
+@ROBUST
 @given(data=st.data())
 def test_p9_coordinate_bounds(rule: str, data: st.DataObject) -> None:
     assert within_honest_bounds(rule, data.draw(attacked(rule, equal_honest=False)))
 
 
+@ROBUST
 @given(data=st.data())
 def test_p9_krum_returns_an_input(data: st.DataObject) -> None:
     assert returns_an_input("krum", data.draw(attacked("krum", equal_honest=False)))
 
 
 @pytest.mark.parametrize("rule", P10_RULES)
+@ROBUST
 @given(data=st.data())
 def test_p10_f_kappa_robustness(rule: str, data: st.DataObject) -> None:
     assert kappa_robust(rule, data.draw(attacked(rule, equal_honest=False, max_d=2)))

@@ -163,3 +163,19 @@ def test_meamed_averages_exactly_tied_choices() -> None:
     # negative control: the lowest-index tie rule gives 0.5, or 1.5 once the rows are reversed
     assert meamed_reference(x.numpy(), 2)[0][0] == 0.5
     assert meamed_reference(x.flip(0).numpy(), 2)[0][0] == 1.5
+
+
+@pytest.mark.parametrize("poison", [False, True], ids=["finite", "with-inf-row"])
+def test_bucketing_averages_buckets_of_the_seeded_permutation(poison: bool) -> None:
+    from pytest_dmlbench.robust.pre import bucketing
+
+    x = torch.randn(7, 5, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    if poison:
+        x[3] = math.inf
+    shuffled = x[torch.randperm(7, generator=torch.Generator().manual_seed(11))]
+    expected = torch.stack([shuffled[i : i + 3].mean(dim=0) for i in range(0, 7, 3)])  # sizes 3, 3, 1
+    got = bucketing(x, f=1, s=3, seed=11)
+    assert torch.allclose(got, expected) if not poison else torch.equal(got.isinf(), expected.isinf())
+    if poison:
+        finite = torch.isfinite(expected).all(dim=1)
+        assert int(finite.sum()) == 2 and torch.allclose(got[finite], expected[finite])
