@@ -1,0 +1,59 @@
+"""The code stays ruff- and mypy-clean, and rank-side modules stay free of pytest."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Modules that run inside rank processes (or are imported by them): no pytest import allowed.
+RANK_SIDE = ["world/rank.py", "world/execute.py", "world/zygote.py", "world/messages.py", "world/registry.py",
+             "world/lifetime.py", "world/backend.py", "bench.py", "dist_info.py", "results.py", "strategies",
+             "robust", "measure", "models.py", "data", "reference.py"]
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_ruff_is_clean() -> None:
+    result = _run("ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_is_clean() -> None:
+    result = _run("mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("entry", RANK_SIDE)
+def test_rank_side_code_does_not_import_pytest(entry: str) -> None:
+    target = ROOT / "pytest_dmlbench" / entry
+    files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    assert files, f"{entry} not found"
+    offenders = [str(f.relative_to(ROOT)) for f in files if {"pytest", "_pytest"} & _imports(f)]
+    assert not offenders, f"rank-side modules import pytest: {offenders}"
+
+
+def test_the_entry_module_does_not_import_torch_at_top_level() -> None:
+    tree = ast.parse((ROOT / "pytest_dmlbench" / "plugin.py").read_text())
+    top_level = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    top_level |= {node.module.split(".")[0] for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+    assert "torch" not in top_level
+    result = subprocess.run([sys.executable, "-c", "import sys, pytest_dmlbench.plugin; print('torch' in sys.modules)"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stdout + result.stderr
