@@ -1,0 +1,62 @@
+"""Run-to-run spread of step_time_s medians: the same cases run REPEATS times in fresh pytest sessions,
+then the coefficient of variation (stddev / mean) of each case's median over those runs.
+
+    python ci/run_to_run_spread.py --repeats 10 --world-size 4
+
+This is the noise floor any regression threshold has to clear on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tabulate import tabulate
+
+DEFAULT_SELECTION = [
+    "bench_cases/test_collectives.py::test_collective_bandwidth[all_reduce-4KB]",
+    "bench_cases/test_collectives.py::test_collective_bandwidth[all_reduce-16MB]",
+    "bench_cases/test_training_benchmarks.py::test_strategy_training[ddp]",
+    "bench_cases/test_training_benchmarks.py::test_strategy_training[bucketed]",
+]
+METRIC = "step_time_s"
+
+
+def run_once(selection: list[str], world_size: int, out: Path) -> dict[str, float]:
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dmlbench", "--world-size",
+               str(world_size), "--dmlbench-no-compare", "--dmlbench-json", str(out), *selection]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"pytest failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    cases = json.loads(out.read_text())["cases"]
+    return {c["nodeid"]: c["metrics"][METRIC]["stats"]["median"] for c in cases if METRIC in c["metrics"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--world-size", type=int, default=4)
+    parser.add_argument("cases", nargs="*", default=DEFAULT_SELECTION)
+    args = parser.parse_args()
+    medians: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for i in range(args.repeats):
+            for nodeid, median in run_once(args.cases, args.world_size, Path(folder) / f"run{i}.json").items():
+                medians.setdefault(nodeid, []).append(median)
+            print(f"run {i + 1}/{args.repeats} done", file=sys.stderr)
+    rows = []
+    for nodeid, values in sorted(medians.items()):
+        mean = statistics.fmean(values)
+        cv = statistics.stdev(values) / mean if len(values) > 1 and mean else float("nan")
+        rows.append([nodeid.split("::")[-1], len(values), f"{statistics.median(values) * 1e3:.2f}",
+                     f"{min(values) * 1e3:.2f}", f"{max(values) * 1e3:.2f}", f"{100 * cv:.1f}%"])
+    print(tabulate(rows, headers=["case", "runs", "median ms", "min ms", "max ms", "CV of medians"]))
+
+
+if __name__ == "__main__":
+    main()
