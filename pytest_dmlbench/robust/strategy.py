@@ -20,7 +20,7 @@ row, and rows whose signature does not match are dropped before aggregation (cou
 SHA-256 of the parameters is appended to ``model_log``, a hash chain that ``model_log.verify()`` checks.
 Signing proves where a row comes from and that it was not changed after signing; it does not stop a
 Byzantine client, which holds a valid key. ``tamper_ranks`` (fault injection) flips one byte of those
-clients' rows after signing.
+clients' rows after signing (the sign bit of the largest-magnitude entry).
 
 Communication per step, for ``P`` parameters of ``s`` bytes each and ``c`` clients per rank: one
 ``all_gather`` to which this rank hands ``c * P * s`` bytes (it receives ``n * P * s``); with integrity a
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import inspect
 import secrets
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,6 +49,13 @@ from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 SIGNATURE_BYTES = 32
 _SECRET_BYTES = 32
+
+
+def flip_sign_bit_of_largest(row: torch.Tensor) -> None:
+    """Fault injection: flip, in place, the sign bit (one bit of the top byte) of the largest entry."""
+    index = int(row.abs().argmax())
+    top_byte = row.element_size() - 1 if sys.byteorder == "little" else 0
+    row.view(torch.uint8).view(-1, row.element_size())[index, top_byte] ^= 0x80
 
 
 @register("robust")
@@ -155,7 +163,7 @@ class RobustStrategy(Strategy):
         signatures = self._sign(rows, first) if self.verifier is not None else None
         for j in range(self.clients_per_rank):
             if first + j in self.tamper:
-                rows[j].view(torch.uint8)[0] ^= 1  # one flipped bit, after signing
+                flip_sign_bit_of_largest(rows[j])
         stack, all_signatures = self._gather(rows, signatures)
         keep = self._verified(stack, all_signatures) if self.verifier is not None else list(range(self.n))
         stack = self._with_attack(stack, keep)
