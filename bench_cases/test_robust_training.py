@@ -41,8 +41,8 @@ from pytest_dmlbench.robust import (
     attack_success_rate,
 )
 from pytest_dmlbench.robust.integrity import model_digest
-from pytest_dmlbench.robust.strategy import RobustStrategy
-from pytest_dmlbench.strategies import build
+from pytest_dmlbench.robust.strategy import SIGNATURE_BYTES, RobustStrategy
+from pytest_dmlbench.strategies import Strategy, build
 
 WORLD = 4
 CLIENTS_PER_RANK = 3
@@ -114,11 +114,15 @@ def train(strategy: RobustStrategy, rank: int, data_attack: str | None = None) -
     for batch in global_batches():
         if data_attack is not None:
             batch = poison(batch, data_attack, range(F_BYZ))
-        inputs, targets = shard(batch, rank, WORLD)
-        strategy.step(inputs, targets, F.cross_entropy)
+        step_on_shard(strategy, batch, rank)
         assert strategy.last_aggregate is not None
         assert_identical_across_ranks(strategy.last_aggregate, what=f"aggregate of step {strategy.steps_done}")
     assert_identical_across_ranks(parameters(strategy.model), what="parameters after training")
+
+
+def step_on_shard(strategy: Strategy, batch: tuple[torch.Tensor, torch.Tensor], rank: int) -> None:
+    inputs, targets = shard(batch, rank, WORLD)
+    strategy.step(inputs, targets, F.cross_entropy)
 
 
 def parameters(model: nn.Module) -> torch.Tensor:
@@ -174,7 +178,7 @@ def test_every_rank_aggregates_bit_identically(dist: Any, aggregator: str, extra
     attack; after each of 5 steps the aggregates' and parameters' SHA-256 agree on all ranks."""
     strategy = robust(aggregator, f=2, attack="gaussian", attack_params={"scale": 0.5}, **extra)
     for batch in global_batches(5):
-        strategy.step(*shard(batch, dist.rank, WORLD), F.cross_entropy)
+        step_on_shard(strategy, batch, dist.rank)
         assert strategy.last_aggregate is not None and bool(torch.isfinite(strategy.last_aggregate).all())
         assert_identical_across_ranks(strategy.last_aggregate, what=f"{aggregator} aggregate")
         assert_identical_across_ranks(parameters(strategy.model), what=f"{aggregator} parameters")
@@ -184,7 +188,7 @@ def test_every_rank_aggregates_bit_identically(dist: Any, aggregator: str, extra
 def test_bit_identity_check_catches_rank_dependent_aggregation(dist: Any) -> None:
     """Negative control: bucketing seeded with the rank aggregates differently per rank; the check sees it."""
     strategy = robust("median", f=2, pre=[("bucketing", {"s": 2, "seed": dist.rank})])
-    strategy.step(*shard(global_batches(1)[0], dist.rank, WORLD), F.cross_entropy)
+    step_on_shard(strategy, global_batches(1)[0], dist.rank)
     assert strategy.last_aggregate is not None
     mismatched = disagreeing_ranks(strategy.last_aggregate)
     assert mismatched, "rank-seeded bucketing gave identical aggregates: the identity check cannot fail"
@@ -284,7 +288,7 @@ def integrity_run(rank: int, *, integrity: bool, tamper: bool) -> RobustStrategy
     strategy = robust("mean", f=0, integrity=integrity, session_secret=SECRET,
                       tamper_ranks=[TAMPERED_CLIENT] if tamper else [])
     for batch in global_batches(INTEGRITY_STEPS):
-        strategy.step(*shard(batch, rank, WORLD), F.cross_entropy)
+        step_on_shard(strategy, batch, rank)
     return strategy
 
 
@@ -319,3 +323,21 @@ def test_model_hash_chain_verifies_and_detects_edits(dist: Any) -> None:
     edited = ModelHashChain(list(log.entries))
     edited.entries[2] = (step, model_hash[:-1] + ("0" if model_hash[-1] != "0" else "1"), chain_hash)
     assert not edited.verify() and edited.first_invalid() == 2
+
+
+# ------------------------------------------------------------------------------- bytes per step
+@pytest.mark.dmlbench(world_size=WORLD)
+@pytest.mark.parametrize("integrity", [False, True], ids=["plain", "integrity"])
+def test_bytes_per_step_match_the_docstring(dist: Any, dmlbench: Any, integrity: bool) -> None:
+    """One all_gather of clients_per_rank * P * 4 bytes (float32), plus 32 bytes per client with
+    integrity; the no-communication twin hands nothing to communication."""
+    strategy = robust("median", integrity=integrity, session_secret=SECRET)
+    twin = strategy.twin()
+    batch = global_batches(1)[0]
+    step_on_shard(strategy, batch, dist.rank)
+    step_on_shard(twin, batch, dist.rank)
+    p = sum(param.numel() for param in strategy.model.parameters())
+    expected = CLIENTS_PER_RANK * p * 4 + (CLIENTS_PER_RANK * SIGNATURE_BYTES if integrity else 0)
+    assert strategy.comm_bytes_by_op == {"all_gather": expected}
+    assert twin.comm_bytes_last_step == 0
+    dmlbench.record("comm_bytes_per_step", [strategy.comm_bytes_last_step])

@@ -42,7 +42,7 @@ from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.robust.api import AGGREGATORS, ATTACKS, aggregate, attack
-from pytest_dmlbench.robust.integrity import ModelHashChain, UpdateVerifier, derive_rank_key, sign_update
+from pytest_dmlbench.robust.integrity import ModelHashChain, UpdateVerifier, sign_update
 from pytest_dmlbench.robust.pre import PreSpec
 from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register

@@ -54,7 +54,7 @@ def client_rows(module: nn.Module, clients: int) -> torch.Tensor:
     for xs, ys in zip(BATCH[0].double().chunk(clients), BATCH[1].chunk(clients), strict=True):
         module.zero_grad(set_to_none=True)
         F.cross_entropy(module(xs), ys).backward()
-        rows.append(flat(p.grad for p in module.parameters()))
+        rows.append(flat(p.grad for p in module.parameters() if p.grad is not None))
     return torch.stack(rows)
 
 
