@@ -14,14 +14,18 @@ Stated thresholds (measured margins in the project report):
   step by (n - 2f)/n and alie stays inside the honest spread by design, so the mean survives those two at
   f = 3: they are recorded, not asserted;
 - with no attack the mean must rise to >= 0.60 ("learning actually happens"); a model that is never
-  updated fails the same check.
+  updated fails the same check;
+- data poisoning by the 3 Byzantine clients (label_flip, backdoor: every sample of theirs gets a 2x2
+  patch of value 4 and label 0): the model still learns (>= 0.60); the backdoor's attack success rate is
+  recorded per rule, must reach >= 0.50 through the mean (the backdoor is implanted, so the metric can
+  see one) and stays <= 0.30 for the model trained on clean data (the metric is not high by itself).
+Untargeted attacks are judged by accuracy alone; ``attack_success_rate`` is the backdoor's metric.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import math
 from typing import Any
 
 import pytest
@@ -67,6 +71,8 @@ LEARNED_ACCURACY = 0.60
 RULE_PARAMS: dict[str, dict[str, Any]] = {"centered_clipping": {"tau": 0.1}}
 TRIGGER = Trigger(size=2, value=4.0, corner="bottom_right")
 BACKDOOR_TARGET = 0
+CLEAN_BACKDOOR_RATE = 0.30
+IMPLANTED_BACKDOOR_RATE = 0.50
 
 
 # ------------------------------------------------------------------------------------------- task
@@ -133,6 +139,12 @@ def parameters(model: nn.Module) -> torch.Tensor:
 def accuracy(model: nn.Module) -> float:
     _, _, test_x, test_y = task()
     return float((model(test_x).argmax(dim=1) == test_y).double().mean())
+
+
+def backdoor_success(model: nn.Module) -> float:
+    """Share of the non-target test inputs that the model sends to the target once triggered."""
+    _, _, test_x, test_y = task()
+    return attack_success_rate(model, TensorDataset(test_x, test_y), TRIGGER, BACKDOOR_TARGET)
 
 
 def check_learned(acc: float) -> None:
@@ -254,6 +266,9 @@ def test_learning_actually_happens(dist: Any, dmlbench: Any) -> None:
     check_learned(acc)
     with pytest.raises(AssertionError, match="did not learn"):
         check_learned(accuracy(untouched))
+    clean_rate = backdoor_success(strategy.model)
+    dmlbench.record("attack_success_rate", [clean_rate])
+    assert clean_rate <= CLEAN_BACKDOOR_RATE, f"unpoisoned model sends {clean_rate:.3f} of triggered inputs to 0"
 
 
 # ------------------------------------------------------------------------------- data attacks
@@ -271,10 +286,10 @@ def test_data_poisoning(dist: Any, dmlbench: Any, aggregator: str, how: str) -> 
     acc = accuracy(strategy.model)
     dmlbench.record("accuracy", [acc])
     if how == "backdoor":
-        _, _, test_x, test_y = task()
-        rate = attack_success_rate(strategy.model, TensorDataset(test_x, test_y), TRIGGER, BACKDOOR_TARGET)
-        assert 0.0 <= rate <= 1.0 and not math.isnan(rate)
+        rate = backdoor_success(strategy.model)
         dmlbench.record("attack_success_rate", [rate])
+        if aggregator == "mean":  # the metric sees a backdoor that is there
+            assert rate >= IMPLANTED_BACKDOOR_RATE, f"backdoor through the mean: success rate only {rate:.3f}"
     check_learned(acc)
 
 

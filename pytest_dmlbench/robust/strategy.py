@@ -26,7 +26,12 @@ Communication per step, for ``P`` parameters of ``s`` bytes each and ``c`` clien
 ``all_gather`` to which this rank hands ``c * P * s`` bytes (it receives ``n * P * s``); with integrity a
 second ``all_gather`` of ``32 c`` bytes. Buffers (BatchNorm statistics) are not communicated: they stay
 local. The no-communication twin aggregates ``world_size`` copies of its own rows.
-Tested for: every rank aggregates bit-identical results for every rule; accuracy under attack.
+``byzantine_ranks`` only matters with a model-poisoning ``attack``; data attacks (``label_flip``,
+``backdoor``) are applied by the caller to the attackers' data.
+The keys are derived from one shared secret, as HMAC requires verifiers to hold the signer's key: the
+layer protects against changes outside the ranks, not against a rank forging another rank's signature.
+Tested for: ranks aggregate bit-identically for every rule; accuracy under attack; bytes per step as
+stated; tampered rows rejected on every rank; the hash chain verifies and an edited one does not.
 """
 
 from __future__ import annotations
