@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,8 +31,15 @@ ATTACKS: dict[str, Callable[..., Tensor]] = {
 }
 
 
+@functools.cache
+def _accepted_params(fn: Callable[..., Tensor]) -> tuple[str, ...]:
+    return tuple(p for p in inspect.signature(fn).parameters if p not in ("x", "honest", "f"))
+
+
 def _check_params(kind: str, name: str, fn: Callable[..., Tensor], params: dict[str, Any]) -> None:
-    accepted = [p for p in inspect.signature(fn).parameters if p not in ("x", "honest", "f")]
+    if not params:
+        return
+    accepted = _accepted_params(fn)
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise TypeError(f"{kind} {name!r} does not take {', '.join(unknown)}; "
