@@ -17,6 +17,10 @@ at infinite distance, so a rule whose f covers them still returns a finite resul
 Data attacks: ``LabelFlipDataset``, ``BackdoorDataset`` (+ ``attack_success_rate``). Integrity:
 ``sign_update`` / ``UpdateVerifier`` (HMAC-SHA256 per rank and round) and ``ModelHashChain`` (SHA-256
 hash-chained log of the model per round, ``verify()``).
+
+Training: ``strategies.build("robust", model, lr=..., aggregator="krum", f=2, attack="alie")`` (module
+:mod:`pytest_dmlbench.robust.strategy`, imported on first use) all-gathers every gradient, lets the
+Byzantine rows attack, aggregates identically on every rank and steps; ``integrity=True`` adds signing.
 """
 
 from __future__ import annotations
