@@ -6,10 +6,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +117,27 @@ def test_hang_recovery(pool: WorldPool, dmlbench_metrics: object) -> None:
         costs.append(elapsed - HANG_TIMEOUT_S + elapsed_next)
     dmlbench_metrics.record("hang_overhead_s", costs, unit="s", better="lower")  # type: ignore[attr-defined]
     print(f"hung case: timeout + {statistics.median(costs):.2f} s (median of {len(costs)})")
+
+
+TRIVIAL_SUITE = """
+import pytest
+
+@pytest.mark.dmlbench
+@pytest.mark.parametrize("i", range({count}))
+def test_trivial(dist, i):
+    assert dist.rank < dist.world_size
+"""
+
+
+def test_two_hundred_trivial_cases(tmp_path: Path, dmlbench_metrics: object) -> None:
+    """A whole pytest session of 200 trivial distributed cases at world size 4, start-up included."""
+    (tmp_path / "test_trivial.py").write_text(TRIVIAL_SUITE.format(count=200))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    begin = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dmlbench",
+                           "--world-size", "4"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    elapsed = time.perf_counter() - begin
+    assert done.returncode == 0 and "200 passed" in done.stdout, done.stdout[-2000:]
+    dmlbench_metrics.record("session_200_cases_s", elapsed, unit="s", better="lower")  # type: ignore[attr-defined]
+    print(f"200 trivial cases at world size 4: {elapsed:.2f} s for the whole session")
