@@ -110,9 +110,6 @@ class RankBench:
     def record(self, name: str, samples: Iterable[float] | float, *, unit: str | None = None,
                better: Better = None) -> MetricResult:
         """Record a figure of your own (rank 0's values are the ones kept: make them rank-agreed)."""
-        values = [float(samples)] if isinstance(samples, int | float) else [float(s) for s in samples]
-        if not values:
-            raise ValueError(f"metric {name!r}: no samples given")
-        metric = MetricResult.of(name, values, unit, better)
+        metric = MetricResult.recorded(name, samples, unit, better)
         self.metrics[name] = metric
         return metric

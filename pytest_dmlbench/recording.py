@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_dmlbench.results import Better, CaseResult, MetricResult
@@ -27,13 +27,10 @@ class LocalMetrics:
     def __init__(self) -> None:
         self.metrics: dict[str, MetricResult] = {}
 
-    def record(self, name: str, samples: Sequence[float] | float, *, unit: str | None = None,
+    def record(self, name: str, samples: Iterable[float] | float, *, unit: str | None = None,
                better: Better = None) -> MetricResult:
         """Add a metric (registered names carry their unit and direction; others need ``unit``)."""
-        values = [float(samples)] if isinstance(samples, int | float) else [float(s) for s in samples]
-        if not values:
-            raise ValueError(f"metric {name!r}: no samples given")
-        metric = MetricResult.of(name, values, unit, better)
+        metric = MetricResult.recorded(name, samples, unit, better)
         self.metrics[name] = metric
         return metric
 

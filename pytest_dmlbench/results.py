@@ -12,7 +12,7 @@ The same JSON is written by ``--dmlbench-json`` and stored as a baseline file::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -83,6 +83,15 @@ class MetricResult:
     def of(cls, name: str, samples: Sequence[float], unit: str | None = None, better: Better = None) -> MetricResult:
         spec = spec_for(name, unit, better)
         return cls(name, spec.unit, spec.better, [float(s) for s in samples])
+
+    @classmethod
+    def recorded(cls, name: str, samples: Iterable[float] | float, unit: str | None = None,
+                 better: Better = None) -> MetricResult:
+        """A metric a user records: one number or an iterable of samples (at least one)."""
+        values = [float(samples)] if isinstance(samples, int | float) else [float(s) for s in samples]
+        if not values:
+            raise ValueError(f"metric {name!r}: no samples given")
+        return cls.of(name, values, unit, better)
 
     def to_dict(self) -> dict[str, Any]:
         return {
