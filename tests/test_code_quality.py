@@ -57,3 +57,10 @@ def test_the_entry_module_does_not_import_torch_at_top_level() -> None:
     result = subprocess.run([sys.executable, "-c", "import sys, pytest_dmlbench.plugin; print('torch' in sys.modules)"],
                             capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stdout + result.stderr
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci_script = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    command = ci_script[-1].removeprefix("python -m ")
+    assert f"&& {command}\n" in readme, f"README does not end its test command with {command!r}"
