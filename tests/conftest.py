@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,3 +48,16 @@ def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Ou
         cwd=folder, capture_output=True, text=True, timeout=timeout, env=clean_env(**env),
     )
     return Outcome(proc.returncode, proc.stdout + proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def world1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A real one-rank gloo process group in this test process, for unit tests of rank-side code."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    store = dist.FileStore(str(tmp_path_factory.mktemp("store") / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()

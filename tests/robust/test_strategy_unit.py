@@ -8,12 +8,10 @@ Multi-rank behaviour (bit-identical aggregation, accuracy under attack, bytes pe
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
@@ -28,14 +26,7 @@ from pytest_dmlbench.strategies import build
 BATCH = synthetic_classification(24, (8,), 4, seed=3)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def world1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialised in this process")
-    store = dist.FileStore(str(tmp_path_factory.mktemp("store") / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
+pytestmark = pytest.mark.usefixtures("world1")
 
 
 def model() -> nn.Module:
