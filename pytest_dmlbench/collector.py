@@ -9,27 +9,20 @@ from typing import Any
 
 import pytest
 
-from pytest_dmlbench.config import DmlbenchConfig
+from pytest_dmlbench.config import DmlbenchConfig, xdist_worker_count
 from pytest_dmlbench.results import CaseResult, RunResults
 
 REPORT_ATTR = "dmlbench_result"
 
 
-def _workers(config: pytest.Config) -> int:
-    worker_count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if worker_count and worker_count.isdigit():
-        return max(1, int(worker_count))
-    numprocesses = getattr(config.option, "numprocesses", None)
-    if isinstance(numprocesses, int) and numprocesses > 0:
-        return numprocesses
-    if numprocesses in ("auto", "logical"):
-        return os.cpu_count() or 1
-    return 1
+def workers_of(config: pytest.Config) -> int:
+    """xdist workers sharing this machine in this run."""
+    return xdist_worker_count(getattr(config.option, "numprocesses", None), os.environ, os.cpu_count() or 1)
 
 
 def run_facts(config: pytest.Config, settings: DmlbenchConfig) -> dict[str, Any]:
     """What a run's figures depend on beyond the machine: world size, xdist workers, cores."""
-    workers = _workers(config)
+    workers = workers_of(config)
     cores = os.cpu_count() or 1
     return {
         "world_size": settings.world_size,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,19 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
         threshold_pct=None if threshold is None else parse_threshold(threshold, f"{where}: threshold="),
         scaling=bool(marker_kwargs.get("scaling", False)),
     )
+
+
+def xdist_worker_count(numprocesses: object, environ: Mapping[str, str], cores: int) -> int:
+    """How many pytest-xdist workers share the machine: an xdist worker reads its environment, the
+    controller its ``-n`` value (``auto``/``logical`` meaning one per core); 1 without xdist."""
+    count = environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if count.isdigit():
+        return max(1, int(count))
+    if isinstance(numprocesses, int) and numprocesses > 0:
+        return numprocesses
+    if numprocesses in ("auto", "logical"):
+        return cores
+    return 1
 
 
 def scaling_world_sizes(max_world_size: int) -> list[int]:

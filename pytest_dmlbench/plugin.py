@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dmlbench.collector import REPORT_ATTR, ResultsCollector
+from pytest_dmlbench.collector import REPORT_ATTR, ResultsCollector, workers_of
 from pytest_dmlbench.config import (
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_TIMEOUT_S,
@@ -126,9 +126,9 @@ def pytest_configure(config: pytest.Config) -> None:
             if reporter is not None:
                 config.pluginmanager.unregister(reporter)
     else:
-        from pytest_dmlbench.session import DmlbenchSession, xdist_workers
+        from pytest_dmlbench.session import DmlbenchSession
 
-        config.stash[SESSION_KEY] = DmlbenchSession(settings, cores=os.cpu_count() or 1, workers=xdist_workers())
+        config.stash[SESSION_KEY] = DmlbenchSession(settings, cores=os.cpu_count() or 1, workers=workers_of(config))
     from pytest_dmlbench.gate import BaselineGate
 
     config.pluginmanager.register(BaselineGate(config, settings, RESULT_KEY, LOCAL_METRICS_KEY), "dmlbench-gate")
@@ -143,21 +143,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             owner.close()
 
 
-def _controller_workers(config: pytest.Config) -> int:
-    numprocesses = getattr(config.option, "numprocesses", None)
-    if isinstance(numprocesses, int):
-        return max(1, numprocesses)
-    if numprocesses in ("auto", "logical"):
-        return os.cpu_count() or 1
-    return 1
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = config.stash.get(CONFIG_KEY, None)
     if settings is None or not settings.enabled:
         return []
     cores = os.cpu_count() or 1
-    workers = _controller_workers(config)
+    workers = workers_of(config)
     line = (f"dmlbench: world size {settings.world_size}, backend {settings.backend}, "
             f"timeout {settings.timeout_s:g} s, {cores} core(s)")
     lines = [line]

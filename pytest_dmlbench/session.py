@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 import zlib
 from dataclasses import dataclass, field
@@ -110,11 +109,3 @@ class DmlbenchSession:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-
-
-def xdist_workers() -> int:
-    """How many xdist workers share this machine (1 outside xdist)."""
-    try:
-        return max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-    except ValueError:
-        return 1

@@ -131,3 +131,12 @@ def test_other_parsers() -> None:
 @pytest.mark.parametrize(("top", "sizes"), [(1, [1]), (2, [1, 2]), (4, [1, 2, 4]), (6, [1, 2, 4, 6])])
 def test_scaling_world_sizes(top: int, sizes: list[int]) -> None:
     assert scaling_world_sizes(top) == sizes
+
+
+def test_xdist_worker_count() -> None:
+    from pytest_dmlbench.config import xdist_worker_count
+
+    assert xdist_worker_count(None, {}, 8) == 1
+    assert xdist_worker_count(3, {}, 8) == 3
+    assert xdist_worker_count("auto", {}, 8) == 8
+    assert xdist_worker_count(None, {"PYTEST_XDIST_WORKER_COUNT": "2"}, 8) == 2
