@@ -11,6 +11,10 @@ import pytest
 from tests.conftest import run_pytest, write_files
 
 ONLY_A = "test_bench.py::test_step[a]"
+# These tests check the plumbing, not the machine's noise: a wide threshold (set through the ini form)
+# keeps sleep jitter on a loaded CI machine from ever looking like a change, and the injected changes
+# (2.5x slower or faster) are far beyond it.
+INI = "[pytest]\ndmlbench_threshold = 50\n"
 CASES = """
     import os, time
     import pytest, torch.distributed as td
@@ -29,7 +33,7 @@ CASES = """
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    write_files(tmp_path, **{"test_bench.py": CASES})
+    write_files(tmp_path, **{"test_bench.py": CASES, "pytest.ini": INI})
     return tmp_path
 
 
@@ -62,10 +66,10 @@ def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None
 
 def test_injected_slowdown_fails_the_item_and_junit_records_it(project: Path) -> None:
     assert run_pytest(project, "--dmlbench", "--dmlbench-save").returncode == 0
-    slow = run_pytest(project, "--dmlbench", "--junitxml", "junit.xml", SLOWDOWN="1.5")
+    slow = run_pytest(project, "--dmlbench", "--junitxml", "junit.xml", SLOWDOWN="2.5")
     assert slow.returncode == 1, slow.output
     slow.lines.fnmatch_lines([
-        "*step_time_s regressed: median * ms -> * ms (ratio 1.*, +*% worse; threshold 10%), one-sided "
+        "*step_time_s regressed: median * ms -> * ms (ratio ?.*, +*% worse; threshold 50%), one-sided "
         "Mann-Whitney U p=* < alpha 0.01*",
         "*refresh the baseline: pytest --dmlbench ?test_bench.py::test_step?a?? --dmlbench-save*",
         "*2 failed*",
@@ -112,7 +116,7 @@ def test_new_cases_and_no_compare(project: Path) -> None:
 
 
 def test_improvement_is_reported_and_fails_only_when_asked(project: Path) -> None:
-    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A, SLOWDOWN="2").returncode == 0
+    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A, SLOWDOWN="2.5").returncode == 0
     faster = run_pytest(project, "--dmlbench", ONLY_A)
     assert faster.returncode == 0, faster.output
     faster.lines.fnmatch_lines(["*improvement*"])
@@ -122,7 +126,7 @@ def test_improvement_is_reported_and_fails_only_when_asked(project: Path) -> Non
 
 
 def test_xdist_workers_save_and_compare_without_losing_cases(tmp_path: Path) -> None:
-    write_files(tmp_path, **{"test_bench.py": CASES.replace('["a", "b"]', 'list("abcdef")')})
+    write_files(tmp_path, **{"test_bench.py": CASES.replace('["a", "b"]', 'list("abcdef")'), "pytest.ini": INI})
     saved = run_pytest(tmp_path, "--dmlbench", "--dmlbench-save", "-n", "2")
     assert saved.returncode == 0, saved.output
     assert len(baseline_files(tmp_path)) == 6
