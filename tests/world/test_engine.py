@@ -185,3 +185,28 @@ def test_under_xdist_each_worker_has_its_own_worlds(tmp_path: Path, workers: str
     warnings = [line for line in result.output.splitlines() if "oversubscribed" in line]
     assert len(warnings) == 1, warnings
     assert "2 rank(s) x 2 worker(s) > " in warnings[0]
+
+
+def test_class_methods_and_parametrized_fixtures(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_x.py": """
+        import pytest, torch, torch.distributed as td
+
+        @pytest.fixture(params=[2, 3])
+        def size(request):
+            return request.param
+
+        class TestGroup:
+            @pytest.mark.dmlbench
+            def test_method(self, dist, size):
+                x = torch.ones(size)
+                td.all_reduce(x)
+                assert x.sum().item() == size * dist.world_size
+
+        @pytest.mark.dmlbench(world_size=1)
+        def test_single(dist):
+            assert dist.is_main and dist.world_size == 1
+    """})
+    result = run_pytest(tmp_path, "--dmlbench", "-v")
+    assert result.returncode == 0, result.output
+    result.lines.fnmatch_lines(["*TestGroup::test_method?2? PASSED*", "*TestGroup::test_method?3? PASSED*",
+                                "*test_single PASSED*"])
