@@ -49,7 +49,13 @@ def split_arguments(argnames: tuple[str, ...], funcargs: dict[str, Any],
             from_registry.append(name)
         else:
             values[name] = funcargs[name]
-    for name, value in values.items():
+    if not values:
+        return tuple(from_registry), b""
+    try:
+        return tuple(from_registry), pickle.dumps(values)
+    except Exception as together:  # diagnosed below: which fixture, with its own error chained
+        failure = together
+    for name, value in values.items():  # only on failure: pickle one by one to name the culprit
         try:
             pickle.dumps(value)
         except Exception as exc:
@@ -58,7 +64,9 @@ def split_arguments(argnames: tuple[str, ...], funcargs: dict[str, Any],
                 "Fixtures run in the pytest process and their values are pickled to every rank; return a "
                 "picklable value, or build the object inside the case body."
             ) from exc
-    return tuple(from_registry), pickle.dumps(values) if values else b""
+    raise UnsendableArgument(
+        f"the fixture values {sorted(values)} cannot be pickled together for the ranks: {failure}"
+    ) from failure
 
 
 @dataclass
