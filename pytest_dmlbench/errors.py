@@ -17,3 +17,7 @@ class BaselineError(DmlbenchError):
 
 class WorldError(DmlbenchError):
     """A rank world that could not be started or has broken down."""
+
+
+class BaselineWarning(UserWarning):
+    """Something about the stored baselines the user should know but that does not fail the run."""

@@ -68,12 +68,17 @@ def spec_for(name: str, unit: str | None = None, better: Better = None) -> Metri
 
 @dataclass
 class MetricResult:
-    """One metric of one case: its raw samples and their summary."""
+    """One metric of one case: its raw samples and their summary.
+
+    ``history`` is kept in baseline files only: the medians of earlier saved runs of the same case, oldest
+    first, which measure how much whole runs differ from each other (see ``baseline/between_runs.py``).
+    """
 
     name: str
     unit: str
     better: Better
     samples: list[float]
+    history: list[float] = field(default_factory=list)
 
     @property
     def stats(self) -> Summary:
@@ -94,12 +99,15 @@ class MetricResult:
         return cls.of(name, values, unit, better)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "unit": self.unit,
             "better": self.better,
             "samples": [_json_float(s) for s in self.samples],
             "stats": {k: (v if k == "rounds" else _json_float(v)) for k, v in self.stats.to_dict().items()},
         }
+        if self.history:
+            data["history"] = [_json_float(m) for m in self.history]
+        return data
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> MetricResult:
@@ -107,9 +115,16 @@ class MetricResult:
         if better not in ("higher", "lower", None):
             raise ValueError(f"metric {name!r}: 'better' must be 'higher', 'lower' or null, got {better!r}")
         samples = data["samples"]
-        if not isinstance(samples, list):
-            raise ValueError(f"metric {name!r}: 'samples' must be a list")
-        return cls(name, str(data.get("unit", "")), better, [_from_json_float(s) for s in samples])
+        history = data.get("history", [])
+        if not isinstance(samples, list) or not isinstance(history, list):
+            raise ValueError(f"metric {name!r}: 'samples' and 'history' must be lists")
+        return cls(
+            name,
+            str(data.get("unit", "")),
+            better,
+            [_from_json_float(s) for s in samples],
+            [_from_json_float(m) for m in history],
+        )
 
 
 @dataclass
@@ -124,6 +139,8 @@ class Verdict:
     threshold_pct: float
     p_value: float | None
     message: str
+    between_runs_p: float | None = None
+    baseline_runs: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +151,8 @@ class Verdict:
             "ratio": _json_float(self.ratio),
             "threshold_pct": self.threshold_pct,
             "p_value": _json_float(self.p_value),
+            "between_runs_p": _json_float(self.between_runs_p),
+            "baseline_runs": self.baseline_runs,
             "message": self.message,
         }
 
@@ -148,6 +167,8 @@ class Verdict:
             threshold_pct=float(data["threshold_pct"]),
             p_value=_optional_float(data.get("p_value")),
             message=str(data.get("message", "")),
+            between_runs_p=_optional_float(data.get("between_runs_p")),
+            baseline_runs=int(data.get("baseline_runs", 1)),
         )
 
 

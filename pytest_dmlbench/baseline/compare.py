@@ -1,7 +1,10 @@
 """The verdict rule: a metric regresses only when the change is both large and significant.
 
 For a metric whose better direction is known, a **regression** needs the median to move the bad way by
-more than the threshold percent AND a one-sided Mann-Whitney U test on the raw samples to give p < alpha.
+more than the threshold percent AND a one-sided Mann-Whitney U test on the raw samples to give p < alpha
+AND, when the baseline was saved at least three times, the current median to lie outside the run-to-run
+spread of those saves (a one-sided prediction test, p < alpha; see ``between_runs``). The last condition
+is what keeps a noisy shared machine from crying wolf: the first two only see noise within one run.
 An **improvement** is the mirror image; anything else is **unchanged**; a metric or case without a
 baseline is **new**. Metrics without a direction are informational and get no verdict. NaN samples are
 dropped, counted and reported in the verdict's message.
@@ -14,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_dmlbench.baseline.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
 from pytest_dmlbench.baseline.mannwhitney import Alternative, MannWhitneyResult, mann_whitney_u
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.results import CaseResult, MetricResult, RunResults, Verdict
@@ -164,15 +168,15 @@ def compare_metric(
     ratio = _ratio(cur_median, base_median)
     bad_pct = _bad_change_pct(ratio, better)
     worse: Alternative = "greater" if better == "lower" else "less"
+    better_way: Alternative = "less" if worse == "greater" else "greater"
+    direction = better_way if -bad_pct > threshold_pct else worse
+    test = mann_whitney_u(cur, base, direction)
+    run_medians = [*baseline.history, base_median]
+    runs_test = between_run_test(run_medians, cur_median, direction)
     kind: VerdictKind = "unchanged"
-    if bad_pct > threshold_pct:
-        test = mann_whitney_u(cur, base, worse)
-        kind = "regression" if _decided(current.name, test, alpha) else "unchanged"
-    elif -bad_pct > threshold_pct:
-        test = mann_whitney_u(cur, base, "less" if worse == "greater" else "greater")
-        kind = "improvement" if _decided(current.name, test, alpha) else "unchanged"
-    else:
-        test = mann_whitney_u(cur, base, worse)
+    beyond_runs = runs_test is None or runs_test.p_value < alpha
+    if abs(bad_pct) > threshold_pct and _decided(current.name, test, alpha) and beyond_runs:
+        kind = "regression" if bad_pct > 0 else "improvement"
 
     medians = (
         f"median {format_quantity(base_median, unit)} -> {format_quantity(cur_median, unit)} "
@@ -181,7 +185,9 @@ def compare_metric(
     )
     evidence = f"{medians}, {_test_description(test, alpha)}{dropped}"
     if current.name in SINGLE_READING_METRICS and test.min_attainable_p >= alpha:
-        evidence += f"; {current.name} is read once per run, so the threshold alone decides"
+        deciders = "the threshold alone decides" if runs_test is None else "the threshold and the saved runs decide"
+        evidence += f"; {current.name} is read once per run, so {deciders}"
+    evidence += _runs_description(runs_test, len(run_medians), alpha)
     if kind == "regression":
         message = (
             f"{current.name} regressed: {evidence}.\n"
@@ -193,7 +199,27 @@ def compare_metric(
         )
     else:
         message = f"{current.name} unchanged: {evidence}"
-    return Verdict(current.name, kind, base_median, cur_median, ratio, threshold_pct, test.p_value, message)
+    return Verdict(
+        current.name,
+        kind,
+        base_median,
+        cur_median,
+        ratio,
+        threshold_pct,
+        test.p_value,
+        message,
+        runs_test.p_value if runs_test is not None else None,
+        len(run_medians),
+    )
+
+
+def _runs_description(runs_test: BetweenRunTest | None, runs: int, alpha: float) -> str:
+    if runs_test is not None:
+        return f"; {runs_test.describe(alpha)}"
+    return (
+        f"; run-to-run noise not measured (the baseline holds {runs} saved run{'s' if runs != 1 else ''}; "
+        f"saving it {MIN_RUNS} or more times lets the verdict allow for it)"
+    )
 
 
 def compare_case(

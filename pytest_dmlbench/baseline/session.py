@@ -1,13 +1,15 @@
 """What a pytest run does with baselines, in one object the plugin calls once per finished case.
 
-Policy: ``--dmlbench-save`` stores every case (replacing its file, even an unreadable one) and compares
-nothing, since the run becomes the reference; otherwise, unless ``--dmlbench-no-compare``, each case is
-compared with the baseline of its machine class whenever that machine has any baseline, and a case
-without one is ``new``. Code that imports this module does not import pytest.
+Policy: ``--dmlbench-save`` stores every case (replacing its file, even an unreadable one, and carrying
+the stored run history forward, see ``history``) and compares nothing, since the run becomes the
+reference; otherwise, unless ``--dmlbench-no-compare``, each case is compared with the baseline of its
+machine class whenever that machine has any baseline, and a case without one is ``new``. Code that
+imports this module does not import pytest.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,9 @@ from pytest_dmlbench.baseline.compare import (
     failing_verdicts,
 )
 from pytest_dmlbench.baseline.fingerprint import machine_fingerprint
+from pytest_dmlbench.baseline.history import with_history
 from pytest_dmlbench.baseline.store import BaselineStore
+from pytest_dmlbench.errors import BaselineError, BaselineWarning
 from pytest_dmlbench.results import CaseResult, Verdict
 
 
@@ -65,7 +69,15 @@ class BaselineSession:
         """
         store = self.store_for(case.backend)
         if self.options.save:
-            store.save_case(case, run)
+            try:
+                previous = store.load_case(case.nodeid)
+            except BaselineError as exc:
+                previous = None
+                problem = str(exc).splitlines()[0]
+                note = f"--dmlbench-save replaced an unreadable baseline; its run history starts over. {problem}"
+                case.extra.setdefault("notes", []).append(note)
+                warnings.warn(note, BaselineWarning, stacklevel=2)
+            store.save_case(with_history(case, previous, self.settings), run)
             case.verdicts = []
             return []
         if not self.options.compare or not store.exists():

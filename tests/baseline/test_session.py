@@ -9,7 +9,7 @@ from casefactory import MACHINE, make_case
 
 from pytest_dmlbench.baseline.compare import failure_report
 from pytest_dmlbench.baseline.session import BaselineOptions, BaselineSession
-from pytest_dmlbench.errors import BaselineError
+from pytest_dmlbench.errors import BaselineError, BaselineWarning
 
 NODE = "bench_cases/test_ddp.py::test_step[ddp]"
 
@@ -63,5 +63,6 @@ def test_unusable_file_fails_comparison_until_an_explicit_save(tmp_path: Path) -
     with pytest.raises(BaselineError, match="is not valid JSON"):
         session(tmp_path).process(make_case(NODE))
     assert path.read_text() == "{"
-    session(tmp_path, save=True).process(make_case(NODE, seed=5))
+    with pytest.warns(BaselineWarning, match="replaced an unreadable baseline"):
+        session(tmp_path, save=True).process(make_case(NODE, seed=5))
     assert session(tmp_path).process(make_case(NODE, seed=6)) == []

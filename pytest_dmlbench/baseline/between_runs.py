@@ -1,0 +1,94 @@
+"""Between-run noise: is the current run's median outside what repeated runs of the baseline produce?
+
+A test on the raw samples of two runs (Mann-Whitney U) only sees the noise *within* each run. On a shared
+machine whole runs also differ from each other (CPU placement, neighbours' load, memory layout), and that
+between-run noise is invisible to any test on one run's samples. When a baseline was saved several times,
+the medians of those saves measure it: the current median is judged against a Student-t prediction
+interval for one more run, on a log scale (so a spread of 5 % means the same at 1 ms and at 1 s).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+HISTORY_RUNS = 10
+"""How many saved runs a baseline remembers (the newest run's samples plus earlier runs' medians)."""
+
+MIN_RUNS = 3
+"""Saved runs needed before between-run noise is estimated (two runs give one degree of freedom)."""
+
+
+def student_t_sf(t: float, df: int) -> float:
+    """P(T > t) for Student's t with an integer number of degrees of freedom (closed form, no scipy)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if math.isnan(t):
+        return math.nan
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    theta = math.atan(abs(t) / math.sqrt(df))
+    cos2 = math.cos(theta) ** 2
+    # P(|T| < |t|) by the finite series for integer df (Abramowitz & Stegun 26.7.3 / 26.7.4).
+    if df % 2 == 1:
+        term, total = 1.0, 1.0
+        for k in range(1, (df - 1) // 2):
+            term *= cos2 * (2 * k) / (2 * k + 1)
+            total += term
+        inside = (2.0 / math.pi) * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+    else:
+        term, total = 1.0, 1.0
+        for k in range(1, df // 2):
+            term *= cos2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = math.sin(theta) * total
+    upper = max(0.0, (1.0 - inside) / 2.0)
+    return upper if t >= 0 else 1.0 - upper
+
+
+@dataclass(frozen=True)
+class BetweenRunTest:
+    """The current median against the medians of the baseline's saved runs."""
+
+    runs: int
+    spread_pct: float
+    p_value: float
+
+    def describe(self, alpha: float) -> str:
+        relation = "<" if self.p_value < alpha else ">="
+        return (
+            f"between runs p={self.p_value:.3g} {relation} alpha {alpha:g} "
+            f"({self.runs} saved runs of the baseline, run-to-run spread {self.spread_pct:.1f}%)"
+        )
+
+
+def between_run_test(
+    run_medians: Sequence[float], current_median: float, alternative: Literal["greater", "less"]
+) -> BetweenRunTest | None:
+    """One-sided prediction test of ``current_median`` against the saved runs' medians.
+
+    None when fewer than :data:`MIN_RUNS` positive, finite medians are available (spread unknown).
+    ``alternative="greater"`` asks whether the current run is larger than another run of the baseline
+    would plausibly be. Zero spread (identical saved medians) makes any move significant.
+    """
+    logs = [math.log(m) for m in run_medians if math.isfinite(m) and m > 0]
+    if len(logs) < MIN_RUNS or not (math.isfinite(current_median) and current_median > 0):
+        return None
+    runs = len(logs)
+    mean = statistics.fmean(logs)
+    spread = statistics.stdev(logs)
+    move = math.log(current_median) - mean
+    if alternative == "less":
+        move = -move
+    scale = spread * math.sqrt(1.0 + 1.0 / runs)
+    return BetweenRunTest(runs, 100.0 * (math.exp(spread) - 1.0), _prediction_p(move, scale, runs - 1))
+
+
+def _prediction_p(move: float, scale: float, df: int) -> float:
+    if scale > 0.0:
+        return student_t_sf(move / scale, df)
+    return 0.0 if move > 0 else (0.5 if move == 0 else 1.0)
+

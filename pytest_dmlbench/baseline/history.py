@@ -1,0 +1,50 @@
+"""Carrying a baseline's run history forward when a case is saved again.
+
+Every save adds the previous save's median to the metric's ``history`` (the newest :data:`HISTORY_RUNS`
+runs are kept), so repeated saves measure the machine's run-to-run noise. Once that noise is known (at
+least :data:`MIN_RUNS` runs), a save whose figure is a regression or an improvement by the full rule (an
+intended change being accepted) starts the history afresh, so medians of old code do not widen the noise
+estimate of new code. Before that, saves always append: on a noisy machine two single runs often differ
+"significantly", and restarting on every such pair would never let a history form.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pytest_dmlbench.baseline.between_runs import HISTORY_RUNS
+from pytest_dmlbench.baseline.compare import CompareSettings, compare_metric
+from pytest_dmlbench.results import CaseResult, MetricResult
+
+
+def _median(samples: list[float]) -> float | None:
+    finite = sorted(s for s in samples if not math.isnan(s))
+    if not finite:
+        return None
+    mid = len(finite) // 2
+    return finite[mid] if len(finite) % 2 else (finite[mid - 1] + finite[mid]) / 2.0
+
+
+def carried_history(previous: MetricResult | None, current: MetricResult, threshold_pct: float,
+                    alpha: float) -> list[float]:
+    """The history ``current`` should be saved with, given the stored ``previous`` figure (or None)."""
+    if previous is None:
+        return []
+    previous_median = _median(previous.samples)
+    if previous_median is None:
+        return []
+    verdict = compare_metric(previous, current, threshold_pct, alpha)
+    noise_known = verdict is not None and verdict.between_runs_p is not None
+    if noise_known and verdict is not None and verdict.kind in ("regression", "improvement"):
+        return []
+    return [*previous.history, previous_median][-(HISTORY_RUNS - 1):]
+
+
+def with_history(current: CaseResult, previous: CaseResult | None, settings: CompareSettings) -> CaseResult:
+    """A copy of ``current`` whose metrics carry the run history of the stored ``previous`` case."""
+    saved = CaseResult.from_dict(current.to_dict())
+    threshold = settings.threshold_for(current)
+    for name, metric in saved.metrics.items():
+        stored = previous.metrics.get(name) if previous is not None else None
+        metric.history = carried_history(stored, metric, threshold, settings.alpha)
+    return saved
