@@ -1,22 +1,28 @@
 """Detection quality of the regression rule on this machine, beside pytest-benchmark's ``median:10%``.
 
-A real workload (a small MLP training step with torch, one thread) is timed in many runs of ROUNDS rounds.
-Runs come in triples taken one after another: a baseline run, an unchanged run and a run whose every
-step is followed by extra busy work lasting 15 % of the step's median duration (calibrated once before
-recording), the last two in random order.
+A real workload (a small MLP training step with torch, one thread) is timed in many runs of ROUNDS rounds,
+in pairs taken one after another: an unchanged run and a run whose every step is followed by extra busy
+work lasting 15 % of the step's median duration (calibrated once before recording), in random order.
+Each pair is compared with a baseline made of the SAVES unchanged runs before it, saved one after another
+exactly as ``--dmlbench-save`` does (so the newest carries the medians of the others as its history).
 
-* false regressions: unchanged run vs its baseline, over every compared metric (step time and
-  throughput), counted for our rule (median beyond the threshold AND one-sided Mann-Whitney U p < alpha)
-  and for pytest-benchmark's rule (fail when median(current) / median(baseline) - 1 > 10 %);
-* detection: slowed run vs its baseline, step-time metric flagged as a regression.
+* false regressions: the unchanged run vs the baseline, over every compared metric (step time and
+  throughput);
+* detection: the slowed run vs the baseline, step-time metric flagged as a regression;
+
+each counted for three rules on the same samples: ours with the baseline saved SAVES times (median beyond
+the threshold AND one-sided Mann-Whitney U p < alpha AND outside the saved runs' prediction interval),
+ours with a baseline saved once (the newest of those runs; the first two conditions only), and
+pytest-benchmark's ``--benchmark-compare-fail=median:10%`` (median(current) / median(baseline) - 1 > 10 %).
 
 Each figure is computed for several round counts from the same runs (the first R rounds of each run), so
 the script also shows how many rounds per run the plugin needs. Usage::
 
-    python ci/detection_quality.py               # default: 300 triples of 40 rounds, a few minutes
-    python ci/detection_quality.py --triples 50  # quicker, coarser
+    python ci/detection_quality.py             # default: 600 pairs, 5 saves, up to 40 rounds; about 1 minute
+    python ci/detection_quality.py --pairs 100 # quicker, coarser
 
-Exit status 0 when the recommended round count meets both targets (<= 1 % false, >= 95 % detected).
+Exit status 0 when some round count meets both targets (<= 1 % false, >= 95 % detected) with the
+wall-clock step time and the repeatedly saved baseline.
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_dmlbench.baseline.compare import compare_metric
+from pytest_dmlbench.baseline.history import carried_history
 from pytest_dmlbench.results import MetricResult
 
 BATCH = 64
@@ -129,31 +136,29 @@ def timed_run(
 
 
 @dataclass
-class Triple:
-    baseline: Run
+class Pair:
     unchanged: Run
     slowed: Run
 
 
 def record(
-    triples: int, rounds: int, slowdown: float, warmup: int, seed: int, width: int, use_reference: bool
-) -> list[Triple]:
+    pairs: int, rounds: int, slowdown: float, warmup: int, seed: int, width: int, use_reference: bool
+) -> list[Pair]:
     step = make_step(width, depth=3)
     reference = make_reference() if use_reference else None
     extra_s = slowdown * calibrate(step)
     rng = random.Random(seed)
     recorded = []
-    for index in range(triples):
-        baseline = timed_run(step, rounds, 0.0, warmup, reference)
+    for index in range(pairs):
         if rng.random() < 0.5:
             unchanged = timed_run(step, rounds, 0.0, warmup, reference)
             slowed = timed_run(step, rounds, extra_s, warmup, reference)
         else:
             slowed = timed_run(step, rounds, extra_s, warmup, reference)
             unchanged = timed_run(step, rounds, 0.0, warmup, reference)
-        recorded.append(Triple(baseline, unchanged, slowed))
-        if (index + 1) % 50 == 0:
-            print(f"  recorded {index + 1}/{triples} triples", file=sys.stderr, flush=True)
+        recorded.append(Pair(unchanged, slowed))
+        if (index + 1) % 100 == 0:
+            print(f"  recorded {index + 1}/{pairs} pairs", file=sys.stderr, flush=True)
     return recorded
 
 
@@ -164,7 +169,20 @@ def metrics(samples: Sequence[float]) -> list[MetricResult]:
     ]
 
 
-def ours_flags(base: MetricResult, current: MetricResult, threshold: float, alpha: float) -> bool:
+def saved_baseline(saves: list[Run], clock: str, rounds: int, threshold: float, alpha: float) -> list[MetricResult]:
+    """The baseline metrics after saving each run in turn (history carried as ``--dmlbench-save`` does)."""
+    stored: list[MetricResult] | None = None
+    for run in saves:
+        current = metrics(getattr(run, clock)[:rounds])
+        for index, metric in enumerate(current):
+            previous = stored[index] if stored is not None else None
+            metric.history = carried_history(previous, metric, threshold, alpha)
+        stored = current
+    assert stored is not None
+    return stored
+
+
+def flags(base: MetricResult, current: MetricResult, threshold: float, alpha: float) -> bool:
     verdict = compare_metric(base, current, threshold, alpha)
     return verdict is not None and verdict.kind == "regression"
 
@@ -177,36 +195,48 @@ def median_rule_flags(base: MetricResult, current: MetricResult, threshold: floa
     return ratio - 1.0 > threshold / 100.0
 
 
+RULES = ("saved", "once", "median")
+RULE_TITLES = {
+    "saved": "ours, baseline saved {saves}x",
+    "once": "ours, saved once",
+    "median": "median:10%",
+}
+
+
 @dataclass
 class Rates:
     rounds: int
-    comparisons: int
-    ours_false: int
-    ours_detected: int
-    median_rule_false: int
-    median_rule_detected: int
-    slowdown_median: float
+    comparisons: int = 0
+    trials: int = 0
+    false: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
+    detected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
+    slowdown_median: float = 0.0
 
-    def ours_ok(self, triples: int) -> bool:
+    def meets_targets(self, rule: str) -> bool:
         return (
-            self.ours_false <= FALSE_TARGET * self.comparisons
-            and self.ours_detected >= DETECT_TARGET * triples
+            self.false[rule] <= FALSE_TARGET * self.comparisons
+            and self.detected[rule] >= DETECT_TARGET * self.trials
         )
 
 
-def evaluate(triples: list[Triple], clock: str, rounds: int, threshold: float, alpha: float) -> Rates:
-    rates = Rates(rounds, 0, 0, 0, 0, 0, 0.0)
+def evaluate(pairs: list[Pair], saves: int, clock: str, rounds: int, threshold: float, alpha: float) -> Rates:
+    rates = Rates(rounds, trials=len(pairs) - saves)
     ratios = []
-    for triple in triples:
-        base = metrics(getattr(triple.baseline, clock)[:rounds])
-        for b, u in zip(base, metrics(getattr(triple.unchanged, clock)[:rounds]), strict=True):
+    for index in range(saves, len(pairs)):
+        earlier = [pair.unchanged for pair in pairs[index - saves:index]]
+        saved = saved_baseline(earlier, clock, rounds, threshold, alpha)
+        once = metrics(getattr(earlier[-1], clock)[:rounds])
+        unchanged = metrics(getattr(pairs[index].unchanged, clock)[:rounds])
+        slow_step = metrics(getattr(pairs[index].slowed, clock)[:rounds])[0]
+        for index, current in enumerate(unchanged):
             rates.comparisons += 1
-            rates.ours_false += ours_flags(b, u, threshold, alpha)
-            rates.median_rule_false += median_rule_flags(b, u, threshold)
-        slow_step = metrics(getattr(triple.slowed, clock)[:rounds])[0]
-        rates.ours_detected += ours_flags(base[0], slow_step, threshold, alpha)
-        rates.median_rule_detected += median_rule_flags(base[0], slow_step, threshold)
-        ratios.append(statistics.median(slow_step.samples) / statistics.median(base[0].samples))
+            rates.false["saved"] += flags(saved[index], current, threshold, alpha)
+            rates.false["once"] += flags(once[index], current, threshold, alpha)
+            rates.false["median"] += median_rule_flags(once[index], current, threshold)
+        rates.detected["saved"] += flags(saved[0], slow_step, threshold, alpha)
+        rates.detected["once"] += flags(once[0], slow_step, threshold, alpha)
+        rates.detected["median"] += median_rule_flags(once[0], slow_step, threshold)
+        ratios.append(statistics.median(slow_step.samples) / statistics.median(once[0].samples))
     rates.slowdown_median = statistics.median(ratios) - 1.0
     return rates
 
@@ -215,8 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--triples", type=int, default=200, help="baseline/unchanged/slowed run triples")
-    parser.add_argument("--rounds", type=int, nargs="+", default=[5, 10, 20, 30, 40])
+    parser.add_argument("--pairs", type=int, default=600, help="(unchanged, slowed) run pairs")
+    parser.add_argument("--saves", type=int, default=5, help="earlier unchanged runs saved as the baseline")
+    parser.add_argument("--rounds", type=int, nargs="+", default=[10, 20, 30, 40])
     parser.add_argument("--slowdown", type=float, default=0.15, help="injected extra work per step")
     parser.add_argument("--threshold", type=float, default=10.0, help="regression threshold, percent")
     parser.add_argument("--alpha", type=float, default=0.01)
@@ -230,27 +261,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--samples-json", metavar="PATH", help="also write every recorded sample to PATH")
     args = parser.parse_args(argv)
+    if not 1 <= args.saves < args.pairs:
+        parser.error("--saves must be at least 1 and below --pairs")
 
     import torch
 
     torch.set_num_threads(1)
     started = time.perf_counter()
     print(
-        f"recording {args.triples} triples x {max(args.rounds)} rounds (torch {torch.__version__}, 1 thread)",
+        f"recording {args.pairs} pairs of runs x {max(args.rounds)} rounds "
+        f"(torch {torch.__version__}, 1 thread)",
         file=sys.stderr,
         flush=True,
     )
-    triples = record(
-        args.triples, max(args.rounds), args.slowdown, args.warmup, args.seed, args.width, args.reference
+    pairs = record(
+        args.pairs, max(args.rounds), args.slowdown, args.warmup, args.seed, args.width, args.reference
     )
-    n = len(triples)
     print(
-        f"\nworkload: MLP {args.width}x3, batch {BATCH}, 1 thread; {n} triples; injected extra CPU work "
-        f"{args.slowdown:.0%} of the median step; threshold {args.threshold:g}%, alpha {args.alpha:g}; "
-        f"recorded in {time.perf_counter() - started:.0f} s"
+        f"\nworkload: MLP {args.width}x3, batch {BATCH}, 1 thread; {len(pairs)} pairs of an unchanged run and "
+        f"a run with injected extra CPU work of {args.slowdown:.0%} of the median step, each compared with "
+        f"the unchanged runs before it; threshold {args.threshold:g}%, alpha {args.alpha:g}; recorded in "
+        f"{time.perf_counter() - started:.0f} s"
     )
     if args.samples_json:
-        Path(args.samples_json).write_text(json.dumps([asdict(t) for t in triples]))
+        Path(args.samples_json).write_text(json.dumps([asdict(p) for p in pairs]))
     verdicts = {}
     clocks = [
         ("wall", "wall-clock step time (what step_time_s measures)"),
@@ -261,43 +295,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("normalized", "step wall time / wall time of a fixed reference kernel in the same round")
         )
     for clock, title in clocks:
-        median = statistics.median(s for t in triples for s in getattr(t.baseline, clock))
+        median = statistics.median(s for p in pairs for s in getattr(p.unchanged, clock))
         print(
             f"\n{title}: median "
             + (f"{median:.3f}" if clock == "normalized" else f"step {median * 1e3:.2f} ms")
         )
-        verdicts[clock] = print_table(triples, clock, sorted(args.rounds), args.threshold, args.alpha)
+        verdicts[clock] = print_table(pairs, clock, sorted(args.rounds), args)
     return 0 if verdicts["wall"] else 1
 
 
-def print_table(
-    triples: list[Triple], clock: str, rounds_list: list[int], threshold: float, alpha: float
-) -> bool:
-    n = len(triples)
-    header = (
-        f"{'rounds':>6} | {'ours: false reg.':>18} | {'ours: detected':>16} | "
-        f"{'median:10%: false':>18} | {'median:10%: detected':>20} | {'observed slowdown':>17}"
-    )
+def print_table(pairs: list[Pair], clock: str, rounds_list: list[int], args: argparse.Namespace) -> bool:
+    titles = {rule: RULE_TITLES[rule].format(saves=args.saves) for rule in RULES}
+    header = f"{'rounds':>6} | " + " | ".join(f"{titles[r] + ': false / detected':>44}" for r in RULES)
+    header += f" | {'observed slowdown':>17}"
     print(header)
     print("-" * len(header))
     results = []
     for rounds in rounds_list:
-        r = evaluate(triples, clock, rounds, threshold, alpha)
+        r = evaluate(pairs, args.saves, clock, rounds, args.threshold, args.alpha)
         results.append(r)
-        print(
-            f"{rounds:>6} | {r.ours_false:>4}/{r.comparisons:<4} {r.ours_false / r.comparisons:>6.1%} | "
-            f"{r.ours_detected:>4}/{n:<4} {r.ours_detected / n:>6.1%} | "
-            f"{r.median_rule_false:>4}/{r.comparisons:<4} {r.median_rule_false / r.comparisons:>6.1%} | "
-            f"{r.median_rule_detected:>6}/{n:<4} {r.median_rule_detected / n:>8.1%} | "
-            f"{r.slowdown_median:>+16.1%}"
-        )
-    meeting = [r for r in results if r.ours_ok(n)]
+        cells = [
+            f"{r.false[rule]:>4}/{r.comparisons:<4} {r.false[rule] / r.comparisons:>6.1%} / "
+            f"{r.detected[rule]:>4}/{r.trials:<4} {r.detected[rule] / r.trials:>6.1%}"
+            for rule in RULES
+        ]
+        print(f"{rounds:>6} | " + " | ".join(f"{c:>44}" for c in cells) + f" | {r.slowdown_median:>+16.1%}")
     targets = f"<= {FALSE_TARGET:.0%} false regressions, >= {DETECT_TARGET:.0%} detected"
-    if meeting:
-        print(f"smallest round count meeting both targets ({targets}): {meeting[0].rounds}")
-        return True
-    print(f"no round count met both targets ({targets})")
-    return False
+    for rule in RULES:
+        meeting = [r.rounds for r in results if r.meets_targets(rule)]
+        found = f"smallest round count {meeting[0]}" if meeting else "no round count"
+        print(f"{titles[rule]}: {found} meets both targets ({targets})")
+    return any(r.meets_targets("saved") for r in results)
 
 
 if __name__ == "__main__":

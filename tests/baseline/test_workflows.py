@@ -99,5 +99,6 @@ def test_nightly_workflow_runs_the_regression_job_and_keeps_the_results() -> Non
 def test_refresh_workflow_saves_baselines_and_proposes_them() -> None:
     text = (REPO / ".github" / "workflows" / "refresh-baselines.yml").read_text()
     assert "workflow_dispatch:" in text and "pull-requests: write" in text
+    assert "DMLBENCH_SAVES: ${{ inputs.saves }}" in text
     assert "--dmlbench-save" in (REPO / "ci" / "refresh_baselines.sh").read_text()
     assert "gh pr create" in (REPO / "ci" / "open_baseline_pr.sh").read_text()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_pytest, write_files
+from tests.conftest import clean_env, run_pytest, write_files
 
 ONLY_A = "test_bench.py::test_step[a]"
 # These tests check the plumbing, not the machine's noise: a wide threshold (set through the ini form)
@@ -145,3 +148,34 @@ def test_github_step_summary_is_appended(project: Path) -> None:
     text = summary.read_text()
     assert text.startswith("earlier step\n")
     assert "## pytest-dmlbench results" in text and "step_time_s" in text
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_refresh_script(project: Path, saves: str) -> subprocess.CompletedProcess[str]:
+    env = clean_env(DMLBENCH_CASES="test_bench.py", DMLBENCH_SAVES=saves)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # this venv's pytest
+    return subprocess.run(["bash", str(REPO / "ci" / "refresh_baselines.sh"), "saved.json"], cwd=project,
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_refresh_script_saves_repeatedly_and_verdicts_use_the_run_history(project: Path) -> None:
+    done = run_refresh_script(project, "3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    stored = json.loads(baseline_files(project)[0].read_text())["cases"][0]["metrics"]["step_time_s"]
+    assert len(stored["history"]) == 2  # the medians of the first two saves; the third's samples
+    again = run_pytest(project, "--dmlbench", "--dmlbench-json", "results.json")
+    assert again.returncode == 0, again.output
+    verdict = json.loads((project / "results.json").read_text())["cases"][0]["verdicts"][0]
+    assert verdict["baseline_runs"] == 3 and verdict["between_runs_p"] is not None
+    assert "3 saved runs of the baseline, run-to-run spread" in verdict["message"]
+    slow = run_pytest(project, "--dmlbench", ONLY_A, SLOWDOWN="2.5")
+    assert slow.returncode == 1, slow.output
+    slow.lines.fnmatch_lines(["*step_time_s regressed*between runs p=* < alpha 0.01 (3 saved runs*"])
+
+
+def test_refresh_script_refuses_a_bad_save_count(project: Path) -> None:
+    done = run_refresh_script(project, "three")
+    assert done.returncode == 2 and "DMLBENCH_SAVES must be a positive whole number, got 'three'" in done.stderr
+    assert baseline_files(project) == []
