@@ -17,26 +17,17 @@ from pytest_dmlbench.baseline.compare import CompareSettings, compare_metric
 from pytest_dmlbench.results import CaseResult, MetricResult
 
 
-def _median(samples: list[float]) -> float | None:
-    finite = sorted(s for s in samples if not math.isnan(s))
-    if not finite:
-        return None
-    mid = len(finite) // 2
-    return finite[mid] if len(finite) % 2 else (finite[mid - 1] + finite[mid]) / 2.0
-
-
 def carried_history(previous: MetricResult | None, current: MetricResult, threshold_pct: float,
                     alpha: float) -> list[float]:
     """The history ``current`` should be saved with, given the stored ``previous`` figure (or None)."""
     if previous is None:
         return []
-    previous_median = _median(previous.samples)
-    if previous_median is None:
+    previous_median = previous.stats.median  # NaN samples left out; NaN when there is no finite sample
+    if math.isnan(previous_median):
         return []
     verdict = compare_metric(previous, current, threshold_pct, alpha)
-    noise_known = verdict is not None and verdict.between_runs_p is not None
-    if noise_known and verdict is not None and verdict.kind in ("regression", "improvement"):
-        return []
+    if verdict is not None and verdict.between_runs_p is not None and verdict.kind != "unchanged":
+        return []  # a change beyond the known run-to-run noise was accepted: its history starts here
     return [*previous.history, previous_median][-(HISTORY_RUNS - 1):]
 
 
