@@ -54,14 +54,16 @@ class BetweenRunTest:
     """The current median against the medians of the baseline's saved runs."""
 
     runs: int
-    spread_pct: float
     p_value: float
+    spread_pct: float | None  # run-to-run spread in percent (log scale), None on the linear scale
+    spread: float  # standard deviation of the run medians on the scale used (log or the metric's unit)
 
     def describe(self, alpha: float) -> str:
         relation = "<" if self.p_value < alpha else ">="
+        spread = f"{self.spread_pct:.1f}%" if self.spread_pct is not None else f"{self.spread:.3g} (standard deviation)"
         return (
             f"between runs p={self.p_value:.3g} {relation} alpha {alpha:g} "
-            f"({self.runs} saved runs of the baseline, run-to-run spread {self.spread_pct:.1f}%)"
+            f"({self.runs} saved runs of the baseline, run-to-run spread {spread})"
         )
 
 
@@ -70,25 +72,28 @@ def between_run_test(
 ) -> BetweenRunTest | None:
     """One-sided prediction test of ``current_median`` against the saved runs' medians.
 
-    None when fewer than :data:`MIN_RUNS` positive, finite medians are available (spread unknown).
-    ``alternative="greater"`` asks whether the current run is larger than another run of the baseline
-    would plausibly be. Zero spread (identical saved medians) makes any move significant.
+    On a log scale when every median is positive (a spread of 5 % means the same at 1 ms and at 1 s),
+    otherwise on the metric's own scale (fractions that can be 0 or negative). None when fewer than
+    :data:`MIN_RUNS` finite medians are available (spread unknown). ``alternative="greater"`` asks
+    whether the current run is larger than another run of the baseline would plausibly be. Zero spread
+    (identical saved medians) makes any move significant.
     """
-    logs = [math.log(m) for m in run_medians if math.isfinite(m) and m > 0]
-    if len(logs) < MIN_RUNS or not (math.isfinite(current_median) and current_median > 0):
+    medians = [m for m in run_medians if math.isfinite(m)]
+    if len(medians) < MIN_RUNS or not math.isfinite(current_median):
         return None
-    runs = len(logs)
-    mean = statistics.fmean(logs)
-    spread = statistics.stdev(logs)
-    move = math.log(current_median) - mean
+    log_scale = current_median > 0 and all(m > 0 for m in medians)
+    values = [math.log(m) for m in medians] if log_scale else medians
+    current = math.log(current_median) if log_scale else current_median
+    runs = len(values)
+    spread = statistics.stdev(values)
+    move = current - statistics.fmean(values)
     if alternative == "less":
         move = -move
-    scale = spread * math.sqrt(1.0 + 1.0 / runs)
-    return BetweenRunTest(runs, 100.0 * (math.exp(spread) - 1.0), _prediction_p(move, scale, runs - 1))
+    p_value = _prediction_p(move, spread * math.sqrt(1.0 + 1.0 / runs), runs - 1)
+    return BetweenRunTest(runs, p_value, 100.0 * (math.exp(spread) - 1.0) if log_scale else None, spread)
 
 
 def _prediction_p(move: float, scale: float, df: int) -> float:
     if scale > 0.0:
         return student_t_sf(move / scale, df)
     return 0.0 if move > 0 else (0.5 if move == 0 else 1.0)
-

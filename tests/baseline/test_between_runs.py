@@ -41,8 +41,18 @@ def test_prediction_test_matches_a_textbook_t_prediction_interval() -> None:
 
 def test_too_few_runs_or_unusable_medians_give_no_test() -> None:
     assert between_run_test([0.01] * (MIN_RUNS - 1), 0.02, "greater") is None
-    assert between_run_test([0.01, math.nan, 0.0, 0.011], 0.02, "greater") is None
+    assert between_run_test([0.01, math.nan, math.inf, 0.011], 0.02, "greater") is None
     assert between_run_test([0.01, 0.011, 0.012], math.nan, "greater") is None
+
+
+def test_medians_at_or_below_zero_use_the_metrics_own_scale() -> None:
+    """Exposed-communication fractions can be 0 or slightly negative: no logarithm then."""
+    medians = [0.02, -0.01, 0.0, 0.01]
+    mean, sd = sum(medians) / 4, stats.tstd(medians)
+    result = between_run_test(medians, 0.09, "greater")
+    assert result is not None and result.spread_pct is None and result.spread == pytest.approx(sd)
+    assert result.p_value == pytest.approx(stats.t.sf((0.09 - mean) / (sd * math.sqrt(1 + 1 / 4)), 3))
+    assert "run-to-run spread 0.0129 (standard deviation)" in result.describe(0.01)
 
 
 def test_zero_spread_makes_any_move_significant_and_no_move_not() -> None:
