@@ -21,7 +21,8 @@ from pytest_dmlbench.baseline.compare import (
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.jsonio import read_results
 from pytest_dmlbench.baseline.store import baseline_files, load_folder
-from pytest_dmlbench.errors import DmlbenchError
+from pytest_dmlbench.config import parse_threshold
+from pytest_dmlbench.errors import ConfigError, DmlbenchError
 from pytest_dmlbench.report import terminal_table, write_results
 from pytest_dmlbench.results import RunResults
 
@@ -114,13 +115,11 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _percent(text: str) -> float:
+    """The plugin's own threshold rule (``parse_threshold``), reported the argparse way."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r} (give a percentage like 10)") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite percentage >= 0, got {text!r}")
-    return value
+        return parse_threshold(text, "--threshold")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _alpha(text: str) -> float:

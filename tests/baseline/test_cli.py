@@ -88,7 +88,7 @@ def test_corrupt_baseline_exits_2_naming_the_file_and_leaves_it(
     [
         (["compare", "missing.json", "same.json"], "missing.json: no such file or folder"),
         (["compare", "baseline.json", "nothere.json"], "nothere.json: no such file"),
-        (["compare", "baseline.json", "same.json", "--threshold", "abc"], "not a number: 'abc'"),
+        (["compare", "baseline.json", "same.json", "--threshold", "abc"], "--threshold: 'abc' is not a percentage"),
         (["compare", "baseline.json", "same.json", "--alpha", "1.5"], "must lie strictly between 0 and 1"),
         (["compare", "baseline.json"], "the following arguments are required: results"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
