@@ -9,12 +9,10 @@ Tested for: parameters equal the single-process reference on the global batch; r
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+import torch.distributed as dist
 from torch import nn
 
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 
@@ -34,8 +32,7 @@ class AllReduceStrategy(Strategy):
         device: torch.device | str | None = None,
         broadcast_buffers: bool = True,
     ) -> None:
-        options: dict[str, Any] = {"broadcast_buffers": broadcast_buffers}
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device)
         self.broadcast_buffers = broadcast_buffers
         self._broadcast_parameters_from(0)
         self.optimizer = self._optimizer(self.model.parameters())
@@ -60,5 +57,5 @@ class AllReduceStrategy(Strategy):
             if param.grad is None:
                 param.grad = torch.zeros_like(param)
             if self.communicate:
-                comm.all_reduce(param.grad)
+                dist.all_reduce(param.grad)
             param.grad.div_(self.world_size)

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 
@@ -84,8 +84,7 @@ class BucketedStrategy(Strategy):
         bucket_mb: float = 25.0,
         broadcast_buffers: bool = True,
     ) -> None:
-        options: dict[str, Any] = {"bucket_mb": bucket_mb, "broadcast_buffers": broadcast_buffers}
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device)
         self.broadcast_buffers = broadcast_buffers
         self._broadcast_parameters_from(0)
         params = [p for p in self.model.parameters() if p.requires_grad][::-1]
@@ -140,7 +139,7 @@ class BucketedStrategy(Strategy):
         """Start the sum of ``buffer`` over ranks; returns the work handle (``None``: nothing to wait)."""
         if not self.communicate:
             return None
-        return comm.all_reduce(buffer, async_op=True)
+        return dist.all_reduce(buffer, async_op=True)
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
         x = self._to_device(inputs, "inputs")

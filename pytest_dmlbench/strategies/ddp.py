@@ -15,9 +15,9 @@
 
 All three (with ``broadcast_buffers``, default) also broadcast rank 0's buffers before every forward: the
 buffers' bytes. The no-communication twin uses ``noop_hook`` and does not broadcast buffers.
-Collectives issued by the hooks go through :mod:`pytest_dmlbench.strategies.comm` for the duration of a
-step (``comm.routed_torch_all_reduce``); the buffer broadcast is issued by DDP's C++ side and is added to
-the byte count from the buffer sizes.
+Collectives issued by the hooks are Python-level ``torch.distributed`` calls, counted by
+:mod:`pytest_dmlbench.comm` like any other; the buffer broadcast is issued by DDP's C++ side and is added
+to the byte count from the buffer sizes (:func:`pytest_dmlbench.comm.account`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from pytest_dmlbench.strategies import comm
+from pytest_dmlbench import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 # torch renamed DDP's per-forward buffer broadcast switch; both spellings keep the broadcast at init.
@@ -60,9 +60,7 @@ class DDPStrategy(Strategy):
         broadcast_buffers: bool = True,
         **hook_options: Any,
     ) -> None:
-        options: dict[str, Any] = {"bucket_mb": bucket_mb, "broadcast_buffers": broadcast_buffers}
-        options.update(hook_options)
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device)
         sync_buffers = broadcast_buffers and communicate
         buffer_sync: dict[str, Any] = {_BUFFER_SYNC_ARGUMENT: sync_buffers}
         self.ddp = DistributedDataParallel(
@@ -87,9 +85,8 @@ class DDPStrategy(Strategy):
         x = self._to_device(inputs, "inputs")
         y = self._to_device(targets, "targets")
         self.optimizer.zero_grad(set_to_none=True)
-        with comm.routed_torch_all_reduce():
-            loss = loss_fn(self.ddp(x), y)
-            loss.backward()
+        loss = loss_fn(self.ddp(x), y)
+        loss.backward()
         self.optimizer.step()
         if self._buffer_bytes:
             comm.account("broadcast", self._buffer_bytes)

@@ -11,13 +11,11 @@ parameters equals updating with the averaged gradient); ranks bit-identical afte
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 
@@ -39,8 +37,7 @@ class LocalSGDStrategy(Strategy):
     ) -> None:
         if not isinstance(period, int) or period < 1:
             raise ConfigError(f"local_sgd period must be an integer >= 1, got {period!r}")
-        options: dict[str, Any] = {"period": period}
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device)
         self.period = period
         self.steps_done = 0
         self._broadcast_parameters_from(0)
@@ -74,7 +71,7 @@ class LocalSGDStrategy(Strategy):
                 flat = torch.cat([t.detach().reshape(-1) for t in group])
                 if not self.communicate:
                     continue
-                comm.all_reduce(flat)
+                dist.all_reduce(flat)
                 flat.div_(self.world_size)
                 offset = 0
                 for tensor in group:

@@ -9,11 +9,17 @@ import random
 import sys
 import time
 import traceback
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.world.messages import RankOutcome, Status
+
+
+def case_seed(nodeid: str) -> int:
+    """A per-case seed that is the same in every run and process (rank r adds r)."""
+    return zlib.crc32(nodeid.encode("utf-8")) & 0x7FFFFFFF
 
 
 def seed_everything(seed: int) -> None:
@@ -53,19 +59,18 @@ def execute_case(
     arguments: Callable[[Any], dict[str, Any]],
     *,
     seed: int,
-    options: dict[str, Any],
     measure_memory: bool,
 ) -> RankOutcome:
     """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report."""
     from pytest_dmlbench.bench import RankBench
 
     start = time.perf_counter()
-    bench = RankBench(dist, options)
+    bench = RankBench(dist)
     try:
         kwargs = arguments(bench)
         seed_everything(seed + dist.rank)
         bench.begin_case(measure_memory=measure_memory)
-        result = func(**kwargs)
+        func(**kwargs)
         bench.end_case()
     except BaseException as exc:
         status = classify(exc)
@@ -77,7 +82,12 @@ def execute_case(
             traceback=format_exception(exc) if status == "failed" else "",
             duration_s=time.perf_counter() - start,
         )
-    payload = bench.payload()
-    if result is not None:
-        payload["returned"] = repr(result)[:200]
-    return RankOutcome(case_id, dist.rank, "passed", duration_s=time.perf_counter() - start, payload=payload)
+    return RankOutcome(
+        case_id,
+        dist.rank,
+        "passed",
+        duration_s=time.perf_counter() - start,
+        metrics=dict(bench.metrics),
+        peak_memory=bench.peak_memory,
+        notes=tuple(bench.notes),
+    )

@@ -34,7 +34,6 @@ class WorldPool:
         self._worlds: dict[tuple[str, int], World] = {}
         self._ids = itertools.count(1)
         self.root = tempfile.mkdtemp(prefix=f"dmlbench-{os.getpid()}-")
-        self.start_times: list[tuple[int, str, float]] = []
         self.cuda_initialised_before_fork = False
 
     def start_zygote(self) -> None:
@@ -78,7 +77,6 @@ class WorldPool:
         fresh = World(spec, self._zygote)
         self._worlds[key] = fresh
         fresh.start()
-        self.start_times.append((world_size, backend, fresh.start_s))
         return fresh
 
     def close(self) -> None:

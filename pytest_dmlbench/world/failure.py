@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_dmlbench.world.world import CaseRun, RankReport
+from pytest_dmlbench.world.world import CaseOutcome, RankReport
 
 
 class DistributedCaseFailed(Exception):
@@ -30,7 +30,7 @@ def _stack_lines(stack: str) -> str:
     return "\n".join("    " + line for line in trimmed.splitlines()) if trimmed else "    (no Python stack was dumped)"
 
 
-def _describe(report: RankReport, run: CaseRun, first_failure: str | None) -> str:
+def _describe(report: RankReport, run: CaseOutcome, first_failure: str | None) -> str:
     rank = report.rank
     if report.died is not None:
         return f"[rank {rank}] died: {report.died}"
@@ -56,7 +56,7 @@ def _group_by_stack(reports: list[RankReport]) -> list[list[RankReport]]:
     return list(groups.values())
 
 
-def _describe_stuck_group(group: list[RankReport], run: CaseRun, first_failure: str | None) -> str:
+def _describe_stuck_group(group: list[RankReport], run: CaseOutcome, first_failure: str | None) -> str:
     if len(group) == 1:
         return _describe(group[0], run, first_failure)
     ranks = ", ".join(str(r.rank) for r in group)
@@ -65,7 +65,7 @@ def _describe_stuck_group(group: list[RankReport], run: CaseRun, first_failure: 
     return f"[ranks {ranks}] {why}; their stack (the same on each):\n{_stack_lines(group[0].stack)}"
 
 
-def failure_text(run: CaseRun, world_size: int, backend: str) -> str:
+def failure_text(run: CaseOutcome, world_size: int, backend: str) -> str:
     """The failure report: a headline, then one block per rank that did not pass, failures first."""
     failed = [r for r in run.ranks if r.outcome is not None and r.outcome.status == "failed"]
     died = [r for r in run.ranks if r.died is not None]
