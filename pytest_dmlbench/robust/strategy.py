@@ -73,10 +73,6 @@ class RobustStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         aggregator: str = "median",
         f: int = 0,
         attack: str | None = None,
@@ -88,8 +84,9 @@ class RobustStrategy(Strategy):
         integrity: bool = False,
         session_secret: bytes | None = None,
         tamper_ranks: Sequence[int] = (),
+        **common: Any,
     ) -> None:
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device)
+        super().__init__(model, **common)
         if aggregator not in AGGREGATORS:
             raise ConfigError(f"robust: unknown aggregator {aggregator!r}; valid: {', '.join(AGGREGATORS)}")
         if attack is not None and attack not in ATTACKS:

@@ -103,6 +103,15 @@ class Strategy(abc.ABC):
         """The module a twin is built around (a copy is taken): the model this strategy was built with."""
         return self.model
 
+    def _begin_step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None,
+                    sync_buffers: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs on the device, and rank 0's buffers taken when ``sync_buffers``."""
+        x = self._to_device(inputs, "inputs")
+        y = self._to_device(targets, "targets")
+        if sync_buffers:
+            self._broadcast_buffers_from(0)
+        return x, y
+
     def _broadcast_buffers_from(self, src: int) -> None:
         """DDP's buffer rule: before the forward, every rank takes ``src``'s buffers (BatchNorm stats)."""
         buffers = list(self.model.buffers())
@@ -122,6 +131,16 @@ class Strategy(abc.ABC):
         if tensor is None:
             raise ConfigError(f"strategy {self.name!r} on rank {self.rank} needs {what}, got None")
         return tensor.to(self.device, non_blocking=True)
+
+
+# The constructor arguments every strategy takes (passed through to :class:`Strategy`).
+COMMON_OPTIONS = ("lr", "momentum", "communicate", "device")
+
+
+def split_common_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``options`` as (arguments of :class:`Strategy` itself, the strategy's own)."""
+    common = {k: v for k, v in options.items() if k in COMMON_OPTIONS}
+    return common, {k: v for k, v in options.items() if k not in COMMON_OPTIONS}
 
 
 def require_process_group(name: str) -> None:

@@ -77,14 +77,11 @@ class BucketedStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         bucket_mb: float = 25.0,
         broadcast_buffers: bool = True,
+        **common: Any,
     ) -> None:
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device)
+        super().__init__(model, **common)
         self.broadcast_buffers = broadcast_buffers
         self._broadcast_parameters_from(0)
         params = [p for p in self.model.parameters() if p.requires_grad][::-1]
@@ -142,10 +139,7 @@ class BucketedStrategy(Strategy):
         return dist.all_reduce(buffer, async_op=True)
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        x = self._to_device(inputs, "inputs")
-        y = self._to_device(targets, "targets")
-        if self.broadcast_buffers:
-            self._broadcast_buffers_from(0)
+        x, y = self._begin_step(inputs, targets, self.broadcast_buffers)
         self.optimizer.zero_grad(set_to_none=True)
         for bucket in self.buckets:
             bucket.filled.clear()

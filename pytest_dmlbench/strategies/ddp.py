@@ -32,7 +32,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hoo
 from torch.nn.parallel import DistributedDataParallel
 
 from pytest_dmlbench import comm
-from pytest_dmlbench.strategies.base import LossFn, Strategy, register
+from pytest_dmlbench.strategies.base import LossFn, Strategy, register, split_common_options
 
 # torch renamed DDP's per-forward buffer broadcast switch; both spellings keep the broadcast at init.
 _BUFFER_SYNC_ARGUMENT = (
@@ -52,16 +52,13 @@ class DDPStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         bucket_mb: float = 25.0,
         broadcast_buffers: bool = True,
-        **hook_options: Any,
+        **options: Any,
     ) -> None:
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device)
-        sync_buffers = broadcast_buffers and communicate
+        common, hook_options = split_common_options(options)
+        super().__init__(model, **common)
+        sync_buffers = broadcast_buffers and self.communicate
         buffer_sync: dict[str, Any] = {_BUFFER_SYNC_ARGUMENT: sync_buffers}
         self.ddp = DistributedDataParallel(
             self.model,
@@ -69,7 +66,7 @@ class DDPStrategy(Strategy):
             bucket_cap_mb=bucket_mb,
             **buffer_sync,
         )
-        if communicate:
+        if self.communicate:
             self._register_hook(**hook_options)
         else:
             self.ddp.register_comm_hook(None, noop_hook)
@@ -82,8 +79,7 @@ class DDPStrategy(Strategy):
         self.ddp.register_comm_hook(None, default_hooks.allreduce_hook)
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        x = self._to_device(inputs, "inputs")
-        y = self._to_device(targets, "targets")
+        x, y = self._begin_step(inputs, targets, sync_buffers=False)
         self.optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(self.ddp(x), y)
         loss.backward()

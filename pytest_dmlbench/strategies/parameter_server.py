@@ -19,6 +19,8 @@ Tested for: parameters equal the single-process reference and DDP's; ranks bit-i
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -39,14 +41,11 @@ class ParameterServerStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         dedicated_server: bool = False,
         broadcast_buffers: bool = True,
+        **common: Any,
     ) -> None:
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device)
+        super().__init__(model, **common)
         if dedicated_server and self.world_size < 2:
             raise ConfigError(
                 "ps with dedicated_server=True needs world_size >= 2 (one server plus workers); "

@@ -96,12 +96,9 @@ class PipelineStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         stages: int = 2,
         micro_batches: int = 1,
+        **common: Any,
     ) -> None:
         require_process_group(self.name)
         world_size, rank = dist.get_world_size(), dist.get_rank()
@@ -119,9 +116,7 @@ class PipelineStrategy(Strategy):
         self.replica = rank // stages
         self.replicas = world_size // stages
         stage_module = split_stages(model, stages)[self.stage]
-        super().__init__(
-            stage_module, lr=lr, momentum=momentum, communicate=communicate, device=device
-        )
+        super().__init__(stage_module, **common)
         self.data_rank = self.replica
         self.data_world_size = self.replicas
         self.is_first = self.stage == 0
@@ -132,7 +127,7 @@ class PipelineStrategy(Strategy):
                 group = dist.new_group([s + k * stages for k in range(self.replicas)])
                 if s == self.stage:
                     self._stage_group = group
-            if communicate:
+            if self.communicate:
                 tensors = [*self.model.parameters(), *self.model.buffers()]
                 if tensors:
                     broadcast_coalesced(tensors, self.stage, group=self._stage_group)
