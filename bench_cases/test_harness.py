@@ -77,7 +77,7 @@ def _run(pool: WorldPool, world_size: int, name: str, timeout_s: float) -> tuple
     """Run one case; the time includes (re)starting the world when the last case broke it."""
     begin = time.perf_counter()
     world = pool.world("gloo", world_size)
-    run = world.run(name, seed=0, registry_args=(), pickled_args=b"", measure_memory=False, options={},
+    run = world.run(name, seed=0, registry_args=(), pickled_args=b"", measure_memory=False,
                     timeout_s=timeout_s)
     return time.perf_counter() - begin, run.passed
 
