@@ -70,8 +70,10 @@ def _experiment_problem(shown: str, label: str, problem: FieldProblem) -> Experi
 
 def _sections(document: Any, shown: str) -> tuple[dict[str, Any], list[Any]]:
     layout = "a mapping with 'experiments:' (a list of experiments) and optionally 'defaults:'"
+    if document is None:
+        raise _file_problem(shown, f"the file is empty; it needs {layout}")
     if not isinstance(document, Mapping):
-        raise _file_problem(shown, f"the file holds {type(document).__name__}, not {layout}")
+        raise _file_problem(shown, f"the file holds a {type(document).__name__}, not {layout}")
     unknown = [str(k) for k in document if k not in FILE_KEYS]
     if unknown:
         raise _file_problem(shown, f"unknown top-level key {unknown[0]!r}; accepted: {', '.join(FILE_KEYS)}")
