@@ -72,6 +72,9 @@ def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: in
     order = torch.randperm(len(splits.train_y), generator=shuffle)
     size = experiment.batch_size
     steps = min(experiment.max_batches_per_epoch, len(order) // size)
+    if steps == 0:
+        raise ValueError(f"experiment {experiment.name}: the training set holds {len(order)} samples, fewer than "
+                         f"one global batch of {size}; lower batch_size")
     losses: list[float] = []
     sent: list[float] = []
     samples = 0

@@ -188,6 +188,9 @@ def validate(raw: Mapping[str, Any], *, name: str, source: str, default_world_si
     data_dir = _data_dir({**values, "data_dir": raw.get("data_dir")}, base_dir)
     world_size = default_world_size if values["world_size"] is None else values["world_size"]
     _check_shards(strategy, world_size, values["batch_size"])
+    if values["min_accuracy"] is not None and values["eval_batches"] == 0:
+        raise FieldProblem("min_accuracy", "needs held-out data, but eval_batches is 0",
+                           "eval_batches >= 1 together with min_accuracy")
     if not NAME_PATTERN.match(values["name"]):
         raise FieldProblem("name", f"{values['name']!r} has characters a test id cannot carry",
                            "letters, digits and _ . + -")

@@ -108,6 +108,10 @@ BAD_FILES = [
      'experiments:\n  - {name: a, model: mlp, batch_size: 32, matrix: {world_size: [2, 3]}}\n',
      "dmlbench_a.yaml: experiment 'a' [world_size=3]: key 'batch_size': 32 does not split into "
      'equal shards for world_size 3; accepted: a multiple of 3'),
+    ('accuracy_without_eval', 'dmlbench_a.yaml',
+     'experiments:\n  - {name: a, model: mlp, min_accuracy: 0.5, eval_batches: 0}\n',
+     "dmlbench_a.yaml: experiment 'a': key 'min_accuracy': needs held-out data, but eval_batches is 0; "
+     "accepted: eval_batches >= 1 together with min_accuracy"),
     ('not_mapping', 'dmlbench_a.yaml', 'experiments:\n  - mlp\n',
      "dmlbench_a.yaml: experiment #1 is 'mlp', not a mapping of fields to values"),
 ]
