@@ -156,7 +156,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     from pytest_dmlbench.experiments.collect import ExperimentFile
 
-    return ExperimentFile.from_parent(parent, path=file_path)
+    return ExperimentFile.from_parent(parent, path=file_path,
+                                      default_world_size=parent.config.stash[CONFIG_KEY].world_size)
 
 
 def _callspec_params(item: pytest.Item) -> dict[str, Any]:

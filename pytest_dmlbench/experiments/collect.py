@@ -53,13 +53,15 @@ def name_line(path: Path, name: str) -> int:
 class ExperimentFile(pytest.File):
     """A ``dmlbench_*.yaml`` / ``.yml`` / ``.json`` file; a bad one is a collection error, never a traceback."""
 
-    def collect(self) -> Iterator[pytest.Item]:
-        from pytest_dmlbench.plugin import CONFIG_KEY
+    def __init__(self, *, default_world_size: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.default_world_size = default_world_size
 
+    def collect(self) -> Iterator[pytest.Item]:
         shown = self.path.relative_to(self.config.rootpath).as_posix() if self.path.is_relative_to(
             self.config.rootpath) else str(self.path)
         try:
-            runs = load_file(self.path, default_world_size=self.config.stash[CONFIG_KEY].world_size, shown=shown)
+            runs = load_file(self.path, default_world_size=self.default_world_size, shown=shown)
         except ExperimentFileError as exc:
             raise self.CollectError(str(exc)) from None
         for experiment in runs:
