@@ -116,6 +116,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CONFIG_KEY] = settings
     if not settings.enabled:
         return
+    from pytest_dmlbench.properties.healthcheck import PropertyHealthCheck
+
+    config.pluginmanager.register(PropertyHealthCheck(), "dmlbench-properties")
     from pytest_dmlbench.launcher import LaunchedWorld, launched_externally
 
     if launched_externally(os.environ):
@@ -300,7 +303,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             pytest.skip(first.message)
         if first.status == "xfailed":
             pytest.xfail(first.message)
-    raise DistributedCaseFailed(failure_text(run, settings.world_size, backend))
+    from pytest_dmlbench.properties.report import property_failure_text
+
+    text = property_failure_text(run, settings.world_size, backend)
+    raise DistributedCaseFailed(text or failure_text(run, settings.world_size, backend))
 
 
 def _record_case(item: pytest.Function, settings: CaseSettings, backend: str, run: Any) -> None:

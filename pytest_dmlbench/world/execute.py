@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.properties.body import failure_payload, run_case_body
 from pytest_dmlbench.world.messages import RankOutcome, Status
 
 
@@ -65,7 +66,7 @@ def execute_case(
         kwargs = arguments(bench)
         seed_everything(seed + dist.rank)
         bench.begin_case(measure_memory=measure_memory)
-        result = func(**kwargs)
+        result = run_case_body(func, kwargs)  # a @given case runs in lockstep with the other ranks
         bench.end_case()
     except BaseException as exc:
         status = classify(exc)
@@ -76,6 +77,7 @@ def execute_case(
             message=str(getattr(exc, "msg", None) or exc),
             traceback=format_exception(exc) if status == "failed" else "",
             duration_s=time.perf_counter() - start,
+            payload=failure_payload(exc),
         )
     payload = bench.payload()
     if result is not None:
