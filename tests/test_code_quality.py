@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Modules that run inside rank processes (or are imported by them): no pytest import allowed.
 RANK_SIDE = ["world/rank.py", "world/execute.py", "world/zygote.py", "world/messages.py", "world/registry.py",
              "world/lifetime.py", "world/backend.py", "bench.py", "dist_info.py", "results.py", "strategies",
-             "robust", "measure", "models.py", "data", "reference.py"]
+             "robust", "measure", "models.py", "data", "reference.py", "properties/__init__.py",
+             "properties/body.py", "properties/lockstep.py", "properties/channel.py", "properties/database.py"]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:

@@ -20,10 +20,11 @@ then stop with :class:`LockstepAborted` instead of waiting for it.
 from __future__ import annotations
 
 import functools
-import pickle
 import random
 import re
+import sys
 import traceback
+import unittest
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,11 +85,16 @@ def _status(error: BaseException | None) -> bytes:
     return FAIL
 
 
-def _skip_payload(error: BaseException) -> bytes:
-    try:
-        return pickle.dumps(error)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return pickle.dumps(None)
+def _skip_message(error: BaseException) -> bytes:
+    return str(getattr(error, "msg", None) or error).encode()
+
+
+def _skip_exception(message: str) -> BaseException:
+    """The skip another rank took, raised here too: pytest's own when loaded (found by name, not imported)."""
+    outcomes = sys.modules.get("_pytest.outcomes")
+    if outcomes is not None:
+        return outcomes.Skipped(msg=message)
+    return unittest.SkipTest(message)
 
 
 @dataclass
@@ -153,7 +159,7 @@ class LockstepRun:
         except BaseException as exc:  # judged below, after the ranks agree; re-raised or reported as failed
             own = exc
         status = _status(own)
-        vector = self.agree(status + (_skip_payload(own) if status == SKIP and own else b""),
+        vector = self.agree(status + (_skip_message(own) if status == SKIP and own else b""),
                             f"example {self.examples}")
         kinds = [entry[:1] for entry in vector]
         failed = [rank for rank, kind in enumerate(kinds) if kind == FAIL]
@@ -165,8 +171,8 @@ class LockstepRun:
         if SKIP in kinds:
             if own is not None and status == SKIP:
                 raise own
-            skip = pickle.loads(vector[kinds.index(SKIP)][1:])
-            raise skip if isinstance(skip, BaseException) else LockstepAborted("another rank skipped the case")
+            skipped = [rank for rank, kind in enumerate(kinds) if kind == SKIP]
+            raise _skip_exception(f"rank {skipped[0]}: {vector[skipped[0]][1:].decode(errors='replace')}")
         if OVERRUN in kinds and status != OVERRUN:
             self.ended = True
             raise LockstepAborted(
@@ -180,10 +186,14 @@ class LockstepRun:
             raise own
         return result
 
-    def finish(self) -> None:
-        """Tell the others this rank's run is over (a closing exchange; stragglers abort)."""
-        if not self.ended:
-            self.agree(END, "the end of the run")
+    def finish(self) -> list[int]:
+        """Tell the others this rank's run is over (a closing exchange; stragglers abort).
+
+        Returns the ranks that were still running examples: the runs diverged."""
+        if self.ended:
+            return []
+        vector = self.agree(END, "the end of the run")
+        return [rank for rank, entry in enumerate(vector) if entry[:1] != END]
 
 
 def _rank_settings(original: Any, run: LockstepRun) -> Any:
@@ -223,12 +233,20 @@ def run_in_lockstep(wrapped: Any, kwargs: dict[str, Any], channel: Channel | Non
                 result = wrapped(**kwargs)
             except ExampleFailed as exc:
                 exc.dmlbench_payload = {"property": _payload(exc, run)}  # type: ignore[attr-defined]
+                run.finish()
                 raise
             except ChannelBroken:
                 run.ended = True  # nobody to say goodbye to
                 raise
-            finally:
+            except BaseException:
                 run.finish()
+                raise
+            stragglers = run.finish()
+            if stragglers:
+                raise LockstepAborted(
+                    f"this rank's property run ended after {run.examples} example(s) while rank(s) "
+                    f"{', '.join(map(str, stragglers))} were still running examples: the ranks' runs diverged "
+                    "(draws, assumptions or outcomes that depend on the rank)")
     finally:
         wrapped.hypothesis.inner_test = inner
         wrapped._hypothesis_internal_use_settings, wrapped._hypothesis_internal_use_seed = saved

@@ -1,0 +1,195 @@
+"""Hypothesis ``@given`` on distributed cases, end to end on real gloo worlds (pytest in a subprocess)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.conftest import run_pytest, write_files
+
+PASSING = """
+    import pytest, torch, torch.distributed as td
+    from hypothesis import example, given, settings, strategies as st
+
+    @pytest.fixture(scope="module")
+    def offset():
+        return 7
+
+    @pytest.mark.dmlbench
+    @pytest.mark.parametrize("scale", [1, 3])
+    @settings(max_examples=15, database=None)
+    @given(x=st.integers(-1000, 1000))
+    @example(x=0)
+    def test_all_reduce_sums_the_shared_example(dist, offset, scale, x):
+        t = torch.tensor([float(scale * x + offset)])
+        td.all_reduce(t)
+        assert t.item() == (scale * x + offset) * dist.world_size
+
+    @pytest.mark.dmlbench(scaling=True)
+    @settings(max_examples=5, database=None)
+    @given(n=st.integers(1, 5))
+    def test_scaling_worlds(dist, n):
+        t = torch.ones(n)
+        td.all_reduce(t)
+        assert torch.all(t == dist.world_size)
+
+    @pytest.mark.dmlbench
+    @settings(max_examples=20, database=None)
+    @given(x=st.integers(0, 10))
+    def test_a_skip_on_one_rank_skips_every_rank(dist, x):
+        if dist.rank == 1 and x > 5:
+            pytest.skip("rank 1 skips large inputs")
+"""
+
+FALSIFIED = """
+    import pytest, torch, torch.distributed as td
+    from hypothesis import given, settings, strategies as st
+
+    @pytest.mark.dmlbench
+    @settings(max_examples=200, database=None)
+    @given(x=st.integers(0, 10_000))
+    def test_rank1_fails_above_threshold(dist, x):
+        t = torch.tensor([float(x)])
+        td.all_reduce(t)  # a collective per example: ranks out of step would pair different examples
+        if dist.rank == 1:
+            assert x < 137, "rank 1 rejects large inputs"
+
+    @pytest.mark.dmlbench
+    @settings(max_examples=200, database=None)
+    @given(xs=st.lists(st.integers(0, 1000), min_size=1))
+    def test_every_rank_fails(dist, xs):
+        t = torch.tensor([float(sum(xs))])
+        td.all_reduce(t)
+        assert t.item() < 500 * dist.world_size
+
+    @pytest.fixture
+    def per_call():
+        return []
+
+    @pytest.mark.dmlbench
+    @given(x=st.integers())
+    def test_users_function_scoped_fixture_is_still_checked(dist, per_call, x):
+        pass
+
+    @pytest.mark.dmlbench
+    @settings(max_examples=20, database=None)
+    @given(data=st.data())
+    def test_rank_dependent_draws_are_caught(dist, data):
+        for _ in range(dist.rank + 1):
+            data.draw(st.integers(0, 3))
+"""
+
+
+def test_true_properties_pass_with_parametrize_example_scaling_and_skips(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_props.py": PASSING})
+    result = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "-v", "-rs")
+    assert result.returncode == 0, result.output
+    result.lines.fnmatch_lines([
+        "*test_all_reduce_sums_the_shared_example?1? PASSED*",
+        "*test_all_reduce_sums_the_shared_example?3? PASSED*",
+        "*test_scaling_worlds?ws1? PASSED*",
+        "*test_scaling_worlds?ws2? PASSED*",
+        "*test_a_skip_on_one_rank_skips_every_rank SKIPPED*",
+        "*rank 1: rank 1 skips large inputs*",
+    ])
+
+
+def test_failures_shrink_in_lockstep_and_are_reported_once(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_props.py": FALSIFIED})
+    result = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-timeout", "120")
+    assert result.returncode == 1, result.output
+    out = result.output
+    result.lines.fnmatch_lines([
+        "*_ test_rank1_fails_above_threshold _*",
+        "property falsified on rank(s) 1 of 2 (gloo); all ranks shrank in lockstep * to this minimal example:",
+        "*test_rank1_fails_above_threshold(",
+        "    x=137,",
+        ")",
+        "this run's examples came from seed * (chosen by rank 0); reproduce them with @seed(*) on the case",
+        "[[]rank 1[]] failed:",
+        "*AssertionError: rank 1 rejects large inputs",
+        "rank(s) 0 passed this example and failed it by agreement",
+    ])
+    threshold_block = out.split("_ test_rank1_fails_above_threshold _")[1].split("_ test_every_rank_fails _")[0]
+    assert threshold_block.count("x=137") == 1, "the minimal example is shown once"
+    assert "[rank 0] failed" not in threshold_block
+    result.lines.fnmatch_lines([
+        "*_ test_every_rank_fails _*",
+        "property falsified on rank(s) 0, 1 of 2 (gloo); *this minimal example:",
+        "*test_every_rank_fails(",
+        "    xs=[500],",
+        "[[]rank 0[]] failed:",
+        "[[]rank 1[]] failed:",
+    ])
+    result.lines.fnmatch_lines([
+        "*FailedHealthCheck*'test_props.py::test_users_function_scoped_fixture_is_still_checked' uses a "
+        "function-scoped fixture 'per_call'*",
+    ])
+    result.lines.fnmatch_lines([
+        "*_ test_rank_dependent_draws_are_caught _*",
+        "distributed case failed on rank(s) 0, 1 of 2 (gloo)",
+        "*LockstepAborted: *the ranks' runs diverged*",
+    ])
+    result.lines.fnmatch_lines(["*4 failed*"])
+    assert "'dist'" not in out, "the plugin's own fixtures never trip the health check"
+
+
+ORDERED = """
+    import os, pytest, torch, torch.distributed as td
+    from hypothesis import given, settings, strategies as st
+
+    @pytest.mark.dmlbench
+    @settings(max_examples=60, database=None)
+    @given(x=st.integers(0, 2**40))
+    def test_logged(dist, x):
+        t = torch.tensor([x % 1000], dtype=torch.float64)
+        td.all_reduce(t)
+        if dist.rank == 0:
+            with open(os.environ["EXAMPLE_LOG"], "a") as log:
+                log.write(f"{x}\\n")
+        assert x % 1000 < 900
+"""
+
+
+def test_the_printed_seed_reproduces_the_run(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_seeded.py": ORDERED})
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+    first = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(first_log))
+    assert first.returncode == 1, first.output
+    match = re.search(r"reproduce them with @seed\((\d+)\) on the case", first.output)
+    assert match, first.output
+    seeded = ORDERED.replace("@pytest.mark.dmlbench", f"@pytest.mark.dmlbench\n    @seed({match.group(1)})")
+    write_files(tmp_path, **{"test_seeded.py": seeded.replace("given, settings", "given, seed, settings")})
+    second = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(second_log))
+    assert second.returncode == 1, second.output
+    assert f"seeded by the case's @seed({match.group(1)})" in second.output
+    assert first_log.read_text() == second_log.read_text(), "the same seed draws the same examples"
+    minimal = [re.search(r"x=(\d+),", run.output) for run in (first, second)]
+    assert minimal[0] and minimal[1] and minimal[0].group(1) == minimal[1].group(1), "the same minimal example"
+
+
+DATABASE = """
+    import os, pytest, torch, torch.distributed as td
+    from hypothesis import given, settings, strategies as st
+
+    @pytest.mark.dmlbench
+    @settings(max_examples=100)
+    @given(x=st.integers(0, 10_000))
+    def test_stored(dist, x):
+        with open(os.environ["EXAMPLE_LOG"] + str(dist.rank), "a") as log:
+            log.write(f"{x}\\n")
+        assert x < 300
+"""
+
+
+def test_rank_0_owns_the_example_database_and_every_rank_replays_it(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_db.py": DATABASE})
+    log = tmp_path / "examples"
+    first = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(log) + "-first")
+    assert first.returncode == 1 and "x=300," in first.output, first.output
+    assert (tmp_path / ".hypothesis" / "examples").is_dir()
+    second = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(log) + "-second")
+    assert second.returncode == 1 and "x=300," in second.output, second.output
+    replays = [Path(f"{log}-second{rank}").read_text().splitlines() for rank in (0, 1)]
+    assert replays[0] == replays[1], "both ranks replay what rank 0 read"
+    assert replays[0][0] == "300", "the stored minimal example is tried first"
