@@ -139,6 +139,17 @@ class LocalSocketChannel:
         return cls(rank, world_size, {0: sock})
 
     def exchange(self, payload: bytes) -> list[bytes]:
+        try:
+            return self._exchange(payload)
+        except ChannelBroken:
+            self._close()  # the channel is unusable: let every rank waiting on this one know at once
+            raise
+
+    def _close(self) -> None:
+        for sock in self._peers.values():
+            sock.close()
+
+    def _exchange(self, payload: bytes) -> list[bytes]:
         self._count += 1
         if self.rank != 0:
             _send(self._peers[0], _HEADER.pack(self._count, len(payload)) + payload, "rank 0")

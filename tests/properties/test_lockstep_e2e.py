@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.conftest import run_pytest, write_files
+from tests.conftest import Outcome, clean_env, run_pytest, write_files
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PASSING = """
     import pytest, torch, torch.distributed as td
@@ -39,6 +43,18 @@ PASSING = """
     def test_a_skip_on_one_rank_skips_every_rank(dist, x):
         if dist.rank == 1 and x > 5:
             pytest.skip("rank 1 skips large inputs")
+
+    @pytest.mark.dmlbench
+    def test_refute_demands_a_counterexample(dist):
+        from pytest_dmlbench.properties import refute
+
+        @settings(max_examples=10, database=None)
+        @given(x=st.integers())
+        def holds(x):
+            assert x == x
+
+        with pytest.raises(AssertionError, match="held for every example tried"):
+            refute(holds)
 """
 
 FALSIFIED = """
@@ -92,6 +108,7 @@ def test_true_properties_pass_with_parametrize_example_scaling_and_skips(tmp_pat
         "*test_a_skip_on_one_rank_skips_every_rank SKIPPED*",
         "*rank 1: rank 1 skips large inputs*",
     ])
+    result.lines.fnmatch_lines(["*test_refute_demands_a_counterexample PASSED*"])
 
 
 def test_failures_shrink_in_lockstep_and_are_reported_once(tmp_path: Path) -> None:
@@ -193,3 +210,53 @@ def test_rank_0_owns_the_example_database_and_every_rank_replays_it(tmp_path: Pa
     replays = [Path(f"{log}-second{rank}").read_text().splitlines() for rank in (0, 1)]
     assert replays[0] == replays[1], "both ranks replay what rank 0 read"
     assert replays[0][0] == "300", "the stored minimal example is tried first"
+
+
+def test_the_bench_negative_controls_are_refuted_and_shrunk() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dmlbench", "--world-size", "2",
+         "--dmlbench-no-compare", "-q", "bench_cases/test_distributed_properties.py", "-k", "negative_control"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=clean_env(),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 passed" in proc.stdout, proc.stdout
+
+
+LAUNCHED = """
+    import pytest, torch, torch.distributed as td
+    from hypothesis import given, settings, strategies as st
+
+    @pytest.mark.dmlbench
+    @settings(max_examples=100, database=None)
+    @given(x=st.integers(0, 10_000))
+    def test_rank1_fails_above_threshold(dist, x):
+        t = torch.tensor([float(x)])
+        td.all_reduce(t)
+        if dist.rank == 1:
+            assert x < 137
+
+    @pytest.mark.dmlbench
+    @settings(max_examples=20, database=None)
+    @given(x=st.integers(0, 100))
+    def test_holds(dist, x):
+        t = torch.tensor([float(x)])
+        td.all_reduce(t)
+        assert t.item() == 2 * x
+"""
+
+
+def test_lockstep_under_torchrun_uses_the_launchers_store(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_launched.py": LAUNCHED, "pytest.ini": "[pytest]\n"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
+         "-m", "pytest", "-p", "no:cacheprovider", "--dmlbench", "test_launched.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env(),
+    )
+    result = Outcome(proc.returncode, proc.stdout + proc.stderr)
+    assert result.returncode != 0, result.output
+    result.lines.fnmatch_lines([
+        "property falsified on rank(s) 1 of 2 (gloo)*",
+        "    x=137,",
+        "rank(s) 0 passed this example and failed it by agreement",
+        "*1 failed, 1 passed*",
+    ])
