@@ -164,9 +164,9 @@ def test_failures_shrink_in_lockstep_and_are_reported_once(tmp_path: Path) -> No
     assert "'dist'" not in out, "the plugin's own fixtures never trip the health check"
 
 
-ORDERED = """
+SECOND_RUN = """
     import os, pytest, torch, torch.distributed as td
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, seed, settings, strategies as st
 
     @pytest.mark.dmlbench
     @settings(max_examples=60, database=None)
@@ -175,52 +175,47 @@ ORDERED = """
         t = torch.tensor([x % 1000], dtype=torch.float64)
         td.all_reduce(t)
         if dist.rank == 0:
-            with open(os.environ["EXAMPLE_LOG"], "a") as log:
+            with open(os.environ["EXAMPLE_LOG"] + "-seeded", "a") as log:
                 log.write(f"{x}\\n")
         assert x % 1000 < 900
-"""
-
-
-def test_the_printed_seed_reproduces_the_run(tmp_path: Path) -> None:
-    write_files(tmp_path, **{"test_seeded.py": ORDERED})
-    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-    first = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(first_log))
-    assert first.returncode == 1, first.output
-    match = re.search(r"reproduce them with @seed\((\d+)\) on the case", first.output)
-    assert match, first.output
-    seeded = ORDERED.replace("@pytest.mark.dmlbench", f"@pytest.mark.dmlbench\n    @seed({match.group(1)})")
-    write_files(tmp_path, **{"test_seeded.py": seeded.replace("given, settings", "given, seed, settings")})
-    second = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(second_log))
-    assert second.returncode == 1, second.output
-    assert f"seeded by the case's @seed({match.group(1)})" in second.output
-    assert first_log.read_text() == second_log.read_text(), "the same seed draws the same examples"
-    minimal = [re.search(r"x=([\d_]+),", run.output) for run in (first, second)]  # 100_900: Hypothesis's format
-    assert minimal[0] and minimal[1] and minimal[0].group(1) == minimal[1].group(1), "the same minimal example"
-
-
-DATABASE = """
-    import os, pytest, torch, torch.distributed as td
-    from hypothesis import given, settings, strategies as st
 
     @pytest.mark.dmlbench
     @settings(max_examples=100)
     @given(x=st.integers(0, 10_000))
     def test_stored(dist, x):
-        with open(os.environ["EXAMPLE_LOG"] + str(dist.rank), "a") as log:
+        with open(os.environ["EXAMPLE_LOG"] + f"-stored{dist.rank}", "a") as log:
             log.write(f"{x}\\n")
         assert x < 300
 """
 
 
-def test_rank_0_owns_the_example_database_and_every_rank_replays_it(tmp_path: Path) -> None:
-    write_files(tmp_path, **{"test_db.py": DATABASE})
-    log = tmp_path / "examples"
-    first = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(log) + "-first")
-    assert first.returncode == 1 and "x=300," in first.output, first.output
+def _minimal(output: str, case: str) -> str:
+    block = output.split(f"_ {case} _")[1]
+    found = re.search(r"x=([\d_]+),", block)  # large ints print as 100_900
+    assert found, output
+    return found.group(1)
+
+
+def test_a_second_run_reproduces_from_the_printed_seed_and_rank_0s_database(tmp_path: Path) -> None:
+    """The printed seed draws the same examples again; the example database, written by rank 0 alone,
+    makes every rank replay the stored minimal example first."""
+    write_files(tmp_path, **{"test_again.py": SECOND_RUN})
+    first = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(tmp_path / "first"))
+    assert first.returncode == 1, first.output
+    match = re.search(r"reproduce them with @seed\((\d+)\) on the case", first.output)
+    assert match, first.output
     assert (tmp_path / ".hypothesis" / "examples").is_dir()
-    second = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(log) + "-second")
-    assert second.returncode == 1 and "x=300," in second.output, second.output
-    replays = [Path(f"{log}-second{rank}").read_text().splitlines() for rank in (0, 1)]
+    seeded = SECOND_RUN.replace("@pytest.mark.dmlbench\n    @settings(max_examples=60",
+                                f"@pytest.mark.dmlbench\n    @seed({match.group(1)})\n    @settings(max_examples=60")
+    write_files(tmp_path, **{"test_again.py": seeded})
+    second = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", EXAMPLE_LOG=str(tmp_path / "second"))
+    assert second.returncode == 1, second.output
+    assert f"seeded by the case's @seed({match.group(1)})" in second.output
+    logs = [(tmp_path / f"{run}-seeded").read_text() for run in ("first", "second")]
+    assert logs[0] == logs[1], "the same seed draws the same examples"
+    assert _minimal(first.output, "test_logged") == _minimal(second.output, "test_logged")
+    assert _minimal(first.output, "test_stored") == _minimal(second.output, "test_stored") == "300"
+    replays = [(tmp_path / f"second-stored{rank}").read_text().splitlines() for rank in (0, 1)]
     assert replays[0] == replays[1], "both ranks replay what rank 0 read"
     assert replays[0][0] == "300", "the stored minimal example is tried first"
 
