@@ -105,6 +105,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[FACTS_KEY] = facts
     if not settings.enabled:
         return
+    from pytest_dmlbench.properties.healthcheck import PropertyHealthCheck
+
+    config.pluginmanager.register(PropertyHealthCheck(), "dmlbench-properties")
     engine = _engine_for(settings, facts)
     config.stash[ENGINE_KEY] = engine
     run = facts.to_dict(settings.world_size, settings.threshold_pct)
@@ -266,7 +269,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             pytest.skip(first.message)
         if first.status == "xfailed":
             pytest.xfail(first.message)
-    raise DistributedCaseFailed(failure_text(run, settings.world_size, backend))
+    from pytest_dmlbench.properties.report import property_failure_text
+
+    text = property_failure_text(run, settings.world_size, backend)
+    raise DistributedCaseFailed(text or failure_text(run, settings.world_size, backend))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RANK_SIDE = ["world", "bench.py", "dist_info.py", "results.py", "stats.py", "comm.py", "strategies", "robust",
              "measure", "models.py", "data", "reference.py", "case_results.py", "gate.py", "run_facts.py",
              "baseline", "experiments/runner.py", "experiments/datasets.py", "experiments/schema.py",
-             "experiments/fields.py", "experiments/frameworks.py", "experiments/matrix.py", "experiments/loading.py"]
+             "experiments/fields.py", "experiments/frameworks.py", "experiments/matrix.py", "experiments/loading.py",
+             "properties/__init__.py", "properties/body.py", "properties/lockstep.py", "properties/channel.py",
+             "properties/database.py"]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results", "dist_info", "config"),
     ("measure", "comm", "run_facts"),
     ("strategies", "robust", "models", "data", "reference", "bench"),
-    ("world",),
+    ("world", "properties"),
     ("baseline",),
     ("case_results", "gate", "report", "results_reporter", "introspection", "cli", "__main__", "experiments"),
     ("plugin",),

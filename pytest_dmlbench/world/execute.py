@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.properties.body import property_verdict, run_case_body
 from pytest_dmlbench.world.messages import RankOutcome, Status
 
 
@@ -70,7 +71,7 @@ def execute_case(
         kwargs = arguments(bench)
         seed_everything(seed + dist.rank)
         bench.begin_case(measure_memory=measure_memory)
-        func(**kwargs)
+        run_case_body(func, kwargs)  # a @given case runs in lockstep with the other ranks
         bench.end_case()
     except BaseException as exc:
         status = classify(exc)
@@ -81,6 +82,7 @@ def execute_case(
             message=str(getattr(exc, "msg", None) or exc),
             traceback=format_exception(exc) if status == "failed" else "",
             duration_s=time.perf_counter() - start,
+            property_verdict=property_verdict(exc),
         )
     return RankOutcome(
         case_id,

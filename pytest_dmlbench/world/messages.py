@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pytest_dmlbench.measure.memory import PeakMemory
 from pytest_dmlbench.results import MetricResult
@@ -81,7 +81,8 @@ class RankOutcome:
     """Rank -> parent: how the case went on this rank, and what it measured.
 
     ``metrics`` are the results model's own objects, built once on the rank; ``peak_memory`` is this
-    rank's peak over the case (cases that use the ``dmlbench`` fixture), maxed over ranks by the parent.
+    rank's peak over the case (cases that use the ``dmlbench`` fixture), maxed over ranks by the parent;
+    ``property_verdict`` is what the ranks agreed about a falsified ``@given`` property.
     """
 
     case_id: int
@@ -93,6 +94,7 @@ class RankOutcome:
     metrics: dict[str, MetricResult] = field(default_factory=dict)
     peak_memory: PeakMemory | None = None
     notes: tuple[str, ...] = ()
+    property_verdict: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
