@@ -290,7 +290,7 @@ def refute(prop: Any, /, **fixtures: Any) -> Counterexample:
     try:
         run_in_lockstep(prop, fixtures)
     except ExampleFailed as exc:
-        payload = exc.dmlbench_payload["property"]  # type: ignore[attr-defined]
+        payload = exc.dmlbench_property  # type: ignore[attr-defined]
         return Counterexample(exc.example, exc.failed_ranks, payload["example"], exc.own_traceback)
     raise AssertionError(f"{getattr(prop, '__name__', prop)!r} held for every example tried; it was expected to "
                          "be refuted (a negative control that cannot fail proves nothing)")
