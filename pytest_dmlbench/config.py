@@ -76,6 +76,7 @@ class DmlbenchConfig:
     baseline_dir: Path
     json_path: Path | None
     fail_on_improvement: bool
+    plots_dir: Path | None = None
 
 
 @dataclass(frozen=True)

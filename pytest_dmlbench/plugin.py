@@ -54,6 +54,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-baseline-dir", "dmlbench_baseline_dir", {"metavar": "DIR"},
      "where baselines live (default: baselines/ under the rootdir)"),
     ("--dmlbench-json", "dmlbench_json", {"metavar": "PATH"}, "write this run's results as JSON"),
+    ("--dmlbench-plots", "dmlbench_plots", {"metavar": "DIR"}, "write this run's plots and report.html into DIR"),
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
 ]
@@ -92,6 +93,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     threshold = _value(config, "dmlbench_threshold")
     baseline_dir = _value(config, "dmlbench_baseline_dir")
     json_path = _value(config, "dmlbench_json")
+    plots_dir = _value(config, "dmlbench_plots")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -103,6 +105,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",
         json_path=Path(json_path) if json_path else None,
         fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
+        plots_dir=Path(plots_dir) if plots_dir else None,
     )
 
 

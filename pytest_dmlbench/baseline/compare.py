@@ -21,6 +21,7 @@ from pytest_dmlbench.baseline.between_runs import MIN_RUNS, BetweenRunTest, betw
 from pytest_dmlbench.baseline.mannwhitney import Alternative, MannWhitneyResult, mann_whitney_u
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.results import CaseResult, MetricResult, RunResults, Verdict
+from pytest_dmlbench.units import format_quantity
 
 VerdictKind = Literal["regression", "improvement", "unchanged", "new"]
 
@@ -53,23 +54,6 @@ def check_threshold(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise ConfigError(f"{where}: threshold must be a percentage >= 0 (e.g. 10 for 10 %), got {value!r}")
     return float(value)
-
-
-def format_quantity(value: float | None, unit: str) -> str:
-    """A value with its unit, scaled for seconds and bytes (``12.3 ms``, ``4.00 MiB``)."""
-    if value is None or math.isnan(value):
-        return "n/a"
-    if unit == "s" and value != 0 and abs(value) < 1:
-        for factor, name in ((1e3, "ms"), (1e6, "us"), (1e9, "ns")):
-            scaled = value * factor
-            if abs(scaled) >= 1 or name == "ns":
-                return f"{scaled:.3g} {name}"
-    if unit == "bytes" and abs(value) >= 1024:
-        for exponent, name in ((3, "GiB"), (2, "MiB"), (1, "KiB")):
-            if abs(value) >= 1024**exponent:
-                return f"{value / 1024**exponent:.3g} {name}"
-    text = f"{value:.4g}"
-    return f"{text} {unit}" if unit else text
 
 
 def _finite(samples: Sequence[float]) -> tuple[list[float], int]:
