@@ -16,6 +16,9 @@ from pytest_dmlbench.plots.figure import MAX_SERIES, Figure, Skipped, new_axes, 
 from pytest_dmlbench.plots.series import labelled
 from pytest_dmlbench.results import RunResults
 
+TREND_METRICS = ("throughput_samples_per_s", "step_time_s", "busbw_gbps", "exposed_comm_fraction", "peak_rss_mb",
+                 "accuracy")
+"""Metrics that always get a trend figure; any other gets one only where some case was judged on it."""
 MARKERS = {"regression": ("v", "tab:red"), "improvement": ("^", "tab:green"),
            "unchanged": ("o", "tab:gray"), "new": ("s", "tab:blue")}
 
@@ -65,17 +68,27 @@ def trends(runs: Sequence[RunResults]) -> dict[str, list[Trend]]:
     for trend in found.values():
         if len(trend.values) >= 2 and trend.values[0]:
             by_metric.setdefault(trend.metric, []).append(trend)
-    return dict(sorted(by_metric.items()))
+    return {name: found_trends for name, found_trends in sorted(by_metric.items())
+            if name in TREND_METRICS or any(t.judged for t in found_trends)}
+
+
+def shown_trends(all_trends: Sequence[Trend]) -> list[Trend]:
+    """Judged cases first, then those that moved most; cases that did not move at all are left out
+    (unless nothing moved)."""
+    moved = [t for t in all_trends if t.judged or t.movement > 0] or list(all_trends)
+    return sorted(moved, key=lambda t: (not t.judged, -t.movement))[:MAX_SERIES]
 
 
 def draw(runs: Sequence[RunResults], out: Path) -> list[Figure] | Skipped:
+    from matplotlib.ticker import MaxNLocator
+
     by_metric = trends(runs)
     if not by_metric:
         return Skipped("trend", "a trend needs two or more points: pass several results files, or a "
                                 "baseline saved several times (its history)")
     figures = []
     for metric, all_trends in by_metric.items():
-        shown = sorted(all_trends, key=lambda t: (not t.judged, -t.movement))[:MAX_SERIES]
+        shown = shown_trends(all_trends)
         title = f"Trend of {metric}"
         fig, ax = new_axes(title, "run (oldest first)", f"{metric} / first point")
         for trend in shown:
@@ -86,8 +99,10 @@ def draw(runs: Sequence[RunResults], out: Path) -> list[Figure] | Skipped:
                 marker, color = MARKERS.get(verdict or "", (".", line.get_color()))
                 ax.plot([x], [y], marker=marker, color=color, markersize=9 if verdict else 5, linestyle="none")
         ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize="x-small")
-        caption = (f"{len(shown)} of {len(all_trends)} cases (judged ones first, then the largest moves); "
+        caption = (f"{len(shown)} of {len(all_trends)} cases (judged ones first, then the largest moves; "
+                   "unmoved ones left out); points: saved runs of a baseline, then each results file in order; "
                    "markers: red down = regression, green up = improvement, grey = unchanged, blue = new")
         figures.append(save(fig, out / f"trend-{metric}.png", title, caption))
     return figures
