@@ -8,7 +8,6 @@ the pipeline case and the data-loader sweep) plus three cases in the shape exper
 from __future__ import annotations
 
 import base64
-import io
 import re
 import subprocess
 import sys
@@ -18,13 +17,13 @@ import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e '.[test]'")
-from PIL import Image  # noqa: E402  (matplotlib brings Pillow)
+from PIL import Image
 
-from pytest_dmlbench.baseline.compare import CompareSettings, compare_run  # noqa: E402
-from pytest_dmlbench.plots import render  # noqa: E402
-from pytest_dmlbench.plots.figure import PIXELS, new_axes, save  # noqa: E402
-from pytest_dmlbench.report import read_results, write_results  # noqa: E402
-from tests.conftest import run_pytest, write_files  # noqa: E402
+from pytest_dmlbench.baseline.compare import CompareSettings, compare_run
+from pytest_dmlbench.plots import render
+from pytest_dmlbench.plots.figure import PIXELS, new_axes, save
+from pytest_dmlbench.report import read_results, write_results
+from tests.conftest import run_pytest, write_files
 
 STORED = Path(__file__).parent / "data" / "results.json"
 SINGLE_RUN_FIGURES = {"scaling.png", "communication.png", "throughput.png", "loader-sweep.png", "bandwidth.png",

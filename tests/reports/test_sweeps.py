@@ -21,7 +21,8 @@ class _HoldPerSample(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, floats, touch):  # type: ignore[no-untyped-def, override]
-        held = torch.ones(x.shape[0], floats) if touch else torch.empty(x.shape[0], floats)
+        make = torch.ones if touch else torch.empty
+        held = make(x.shape[0], floats, device=x.device)
         ctx.save_for_backward(held)
         return x.clone()
 
