@@ -1,4 +1,5 @@
-"""Command line: ``python -m pytest_dmlbench compare BASELINE RESULTS`` and ``... show PATH``.
+"""Command line: ``python -m pytest_dmlbench compare BASELINE RESULTS``, ``... show PATH``, ``... env``
+and ``... plot RESULTS... --out DIR``.
 
 Exit codes: 0 no regression, 1 at least one regression (or improvement with ``--fail-on-improvement``),
 2 bad input (unreadable file, unknown folder, bad option) with a message saying what to do.
@@ -21,7 +22,9 @@ from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.jsonio import read_results
 from pytest_dmlbench.baseline.store import baseline_files, load_folder
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
+from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
+from pytest_dmlbench.plots import command as plot_command
 from pytest_dmlbench.report import terminal_table, write_results
 from pytest_dmlbench.results import RunResults
 
@@ -81,7 +84,7 @@ def _compare(args: argparse.Namespace) -> int:
     label, baseline = load_baseline_for(Path(args.baseline), current)
     compared = compare_run(baseline, current, settings)
     print(f"baseline: {label}\nresults:  {args.results}")
-    print(terminal_table(compared))
+    print(terminal_table(compared, verbose=args.verbose))
     failing = [
         (c.nodeid, v) for c in compared.cases for v in failing_verdicts(c.verdicts, args.fail_on_improvement)
     ]
@@ -105,7 +108,7 @@ def _show(args: argparse.Namespace) -> int:
         if index:
             print()
         print(f"{label} (machine {machine_key(results.machine)}, created {results.created or 'unknown'})")
-        print(terminal_table(results))
+        print(terminal_table(results, verbose=args.verbose))
     return EXIT_OK
 
 
@@ -130,7 +133,7 @@ def _alpha(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_dmlbench",
-        description="Compare and show pytest-dmlbench results and baselines.",
+        description="Compare, show and plot pytest-dmlbench results; report the environment.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     compare = commands.add_parser("compare", help="compare results with a baseline; exit 1 on a regression")
@@ -155,10 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also exit 1 on significant improvements (a stale baseline)",
     )
     compare.add_argument("--json", metavar="PATH", help="write the results with verdicts to PATH")
+    compare.add_argument("-v", "--verbose", action="store_true", help="every metric, not only each case's headline")
     compare.set_defaults(handler=_compare)
     show = commands.add_parser("show", help="print the table of a results/baseline file or folder")
     show.add_argument("path", help="results or baseline JSON file, machine folder, or baselines root")
+    show.add_argument("-v", "--verbose", action="store_true", help="every metric, not only each case's headline")
     show.set_defaults(handler=_show)
+    env_command.register(commands)
+    plot_command.register(commands)
     return parser
 
 

@@ -83,6 +83,7 @@ class DmlbenchConfig:
     baseline_dir: Path
     json_path: Path | None
     fail_on_improvement: bool
+    plots_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     threshold = _value(config, "dmlbench_threshold")
     baseline_dir = _value(config, "dmlbench_baseline_dir")
     json_path = _value(config, "dmlbench_json")
+    plots_dir = _value(config, "dmlbench_plots")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -159,4 +161,5 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",
         json_path=Path(json_path) if json_path else None,
         fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
+        plots_dir=Path(plots_dir) if plots_dir else None,
     )

@@ -60,6 +60,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-baseline-dir", "dmlbench_baseline_dir", {"metavar": "DIR"},
      "where baselines live (default: baselines/ under the rootdir)"),
     ("--dmlbench-json", "dmlbench_json", {"metavar": "PATH"}, "write this run's results as JSON"),
+    ("--dmlbench-plots", "dmlbench_plots", {"metavar": "DIR"}, "write this run's plots and report.html into DIR"),
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
 ]

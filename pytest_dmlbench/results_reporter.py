@@ -48,7 +48,7 @@ class ResultsReporter:
 
         results = self.results()
         terminalreporter.section("dmlbench")
-        terminalreporter.write_line(terminal_table(results))
+        terminalreporter.write_line(terminal_table(results, verbose=self.config.get_verbosity() > 0))
         if self.settings.json_path is not None:
             write_results(self.settings.json_path, results)
             terminalreporter.write_line(f"dmlbench: results written to {self.settings.json_path}")
@@ -57,3 +57,8 @@ class ResultsReporter:
             terminalreporter.write_line(f"dmlbench: job summary appended to {summary}")
         if self.settings.save:
             terminalreporter.write_line(f"dmlbench: baselines saved under {self.settings.baseline_dir}")
+        if self.settings.plots_dir is not None:
+            from pytest_dmlbench.plots.session import write_run_plots
+
+            terminalreporter.write_line(write_run_plots(
+                results, self.settings.plots_dir, self.settings.baseline_dir, self.settings.save))

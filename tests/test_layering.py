@@ -16,13 +16,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_dmlbench"
 
 # Lowest first. A module's layer is that of its longest matching prefix.
 LAYERS: list[tuple[str, ...]] = [
-    ("stats", "errors"),
+    ("stats", "errors", "units", "envreport.facts"),
     ("results", "dist_info", "config"),
-    ("measure", "comm", "run_facts"),
-    ("strategies", "robust", "models", "data", "reference", "bench"),
+    ("measure", "comm", "run_facts", "envreport.livecheck"),
+    ("strategies", "robust", "models", "data", "reference", "bench", "sweeps"),
     ("world", "properties"),
     ("baseline",),
-    ("case_results", "gate", "report", "results_reporter", "introspection", "cli", "__main__", "experiments"),
+    ("case_results", "gate", "report", "results_reporter", "introspection", "cli", "__main__", "experiments",
+     "table", "envreport", "plots"),
     ("plugin",),
 ]
 

@@ -22,6 +22,7 @@ from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.results import CHANGE_KINDS, CaseResult, MetricResult, RunResults, Verdict, VerdictKind
 from pytest_dmlbench.stats import median
+from pytest_dmlbench.units import format_quantity
 
 DEFAULT_ALPHA = 0.01
 # Shown in every verdict message; ``{nodeid}`` is the case, shell-quoted.
@@ -46,23 +47,6 @@ class CompareSettings:
         if case.threshold_pct is None:
             return self.threshold_pct
         return parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}")
-
-
-def format_quantity(value: float | None, unit: str) -> str:
-    """A value with its unit, scaled for seconds and bytes (``12.3 ms``, ``4.00 MiB``)."""
-    if value is None or math.isnan(value):
-        return "n/a"
-    if unit == "s" and value != 0 and abs(value) < 1:
-        for factor, name in ((1e3, "ms"), (1e6, "us"), (1e9, "ns")):
-            scaled = value * factor
-            if abs(scaled) >= 1 or name == "ns":
-                return f"{scaled:.3g} {name}"
-    if unit == "bytes" and abs(value) >= 1024:
-        for exponent, name in ((3, "GiB"), (2, "MiB"), (1, "KiB")):
-            if abs(value) >= 1024**exponent:
-                return f"{value / 1024**exponent:.3g} {name}"
-    text = f"{value:.4g}"
-    return f"{text} {unit}" if unit else text
 
 
 def _finite(samples: Sequence[float]) -> tuple[list[float], int]:

@@ -17,6 +17,8 @@ from typing import Any
 
 import psutil
 
+from pytest_dmlbench.envreport.facts import software_facts
+
 KEY_FIELDS: tuple[str, ...] = (
     "cpu_model",
     "logical_cores",
@@ -88,6 +90,8 @@ def machine_fingerprint(backend: str) -> dict[str, Any]:
         "cpu_mhz": _cpu_mhz(),
         "available_memory_gib": round(memory.available / 2**30, 1),
         "boot_time": psutil.boot_time(),
+        # Informational: the environment report's facts (software, GPUs, backends, distributed variables).
+        **software_facts(),
     }
     return fingerprint
 

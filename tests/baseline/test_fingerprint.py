@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from casefactory import MACHINE
@@ -73,6 +74,9 @@ def test_gpu_fields_on_a_cuda_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(names))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: names[i])
     monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 21, 5))
+    props = SimpleNamespace(name=names[0], total_memory=40 * 10**9, major=8, minor=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
     fingerprint = machine_fingerprint("nccl")
     assert fingerprint["gpus"] == names and fingerprint["nccl"] == "2.21.5"
+    assert fingerprint["gpu_details"][1] == {"index": 1, "name": names[0], "memory_gb": 40.0, "capability": "8.0"}
     assert machine_key(fingerprint) != machine_key({**fingerprint, "gpus": names[:1]})

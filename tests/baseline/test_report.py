@@ -36,46 +36,82 @@ def compared_run() -> tuple[str, object]:
     return LONG_ID, compare_run(baseline, current, CompareSettings())
 
 
-def test_plain_table_has_units_median_iqr_and_no_verdict_columns() -> None:
+def test_plain_table_is_one_line_per_case_with_units_and_no_verdict_columns() -> None:
     table = terminal_table(
         make_run([make_case("bench_cases/test_x.py::test_y", 0.010, seed=1, world_size=1)])
     )
     lines = table.splitlines()
-    assert lines[0].split() == ["case", "/", "metric", "median", "IQR", "n"]
-    assert lines[2] == "test_x.py::test_y  ws=1"
-    step_row = next(line for line in lines if line.startswith("- step_time_s"))
-    assert " ms " in step_row and step_row.rstrip().endswith("20")
-    assert "samples/s" in table and "MB" in table
+    assert lines[0].startswith("units: bytes in SI units (1 kB = 1000 B, 1 MB = 10^6 B")
+    assert lines[1].split() == ["case", "ws", "headline", "metric", "median"]
+    row = lines[3]
+    assert row.startswith("bench_cases/test_x.py::test_y")
+    assert row.split()[1:4] == ["1", "throughput_samples_per_s", row.split()[3]]
+    assert row.rstrip().endswith("samples/s")
+    assert "step_time_s" not in table and "peak_rss_mb" not in table  # only the headline metric
     assert "verdict" not in table and "oversubscribed" not in table
 
 
-def test_compared_table_fits_120_columns_and_shows_verdicts() -> None:
+def test_verbose_table_gives_every_metric_with_a_unit_on_every_figure() -> None:
+    table = terminal_table(
+        make_run([make_case("bench_cases/test_x.py::test_y", 0.010, seed=1, world_size=1)]), verbose=True
+    )
+    lines = table.splitlines()
+    assert lines[1].split() == ["case", "/", "metric", "ws", "median", "IQR", "n"]
+    step_row = next(line for line in lines if line.startswith("- step_time_s"))
+    median, iqr = step_row.split()[2:4], step_row.split()[4:6]
+    assert median[1] == "ms" and iqr[1] == "ms" and step_row.rstrip().endswith("20")
+    ratio_row = next(line for line in lines if line.startswith("- compute_comm_ratio"))
+    assert ratio_row.split()[2:4] == ["3", "ratio"]
+    memory_row = next(line for line in lines if line.startswith("- peak_rss_mb"))
+    assert memory_row.split()[2:4][1] == "MB" and memory_row.split()[-1] == "20"
+
+
+def test_compared_table_fits_120_columns_shows_whole_node_ids_and_verdicts() -> None:
     _, results = compared_run()
     table = terminal_table(results)  # type: ignore[arg-type]
     assert max(len(line) for line in table.splitlines()) <= 120
-    header = table.splitlines()[0].split()
-    assert header[-3:] == ["baseline", "change", "verdict"]
-    step_row = next(line for line in table.splitlines() if line.startswith("- step_time_s"))
-    assert "REGRESSION p=" in step_row and "+" in step_row
-    assert "test_strategies.py::test_ddp_st...-long-parameter-id]" not in table  # elided in the middle
-    assert "...-long-parameter-id]  ws=4 !" in table
+    header = table.splitlines()[1].split()
+    assert header[-2:] == ["change", "verdict"]
+    first_column = [line[:34].rstrip() for line in table.splitlines()[3:]]
+    assert LONG_ID in "".join(first_column)  # wrapped over lines, never elided
+    assert "..." not in table
+    assert "REGRESSION (step_time_s)" in table or "REGRESSION (throughput_samples_per_s)" in table
     assert "verdicts: 2 regression, 3 new, 4 unchanged" in table
+
+
+def test_compared_verbose_table_has_baseline_change_and_p_values() -> None:
+    _, results = compared_run()
+    table = terminal_table(results, verbose=True)  # type: ignore[arg-type]
+    assert table.splitlines()[1].split()[-3:] == ["baseline", "change", "verdict"]
+    step_row = next(line for line in table.splitlines() if line.startswith("- step_time_s")
+                    and "REGRESSION" in line)
+    assert "REGRESSION p=" in step_row and " ms " in step_row and "+" in step_row
 
 
 def test_oversubscription_flag_follows_ranks_times_workers() -> None:
     run = make_run([make_case("t.py::a", world_size=1), make_case("t.py::b", world_size=2)], xdist_workers=2)
     flags = [oversubscribed(case, run) for case in run.cases]
     assert flags == [False, True]  # 1 x 2 = 2 cores is fine, 2 x 2 > 2 is not
-    table = terminal_table(run)
-    assert "t.py::a  ws=1\n" in table + "\n" and "t.py::b  ws=2 !" in table
-    assert "! oversubscribed: ranks x xdist workers (2 worker(s)) > 2 cores" in table
+    rows = [line.split() for line in terminal_table(run).splitlines() if line.startswith("t.py::")]  # short ids
+    assert [row[:3] for row in rows] == [["t.py::a", "1", "throughput_samples_per_s"],
+                                         ["t.py::b", "2", "!"]]
+    assert "! oversubscribed: ranks x xdist workers (2 worker(s)) > 2 cores" in terminal_table(run)
+
+
+def test_cases_come_in_natural_order_of_sizes() -> None:
+    ids = [f"c.py::test_bw[all_reduce-{size}]" for size in ("16MB", "1MB", "4KB", "64MB", "4MB")]
+    table = terminal_table(make_run([make_case(nodeid, world_size=1) for nodeid in ids]))
+    shown = [line.split()[0] for line in table.splitlines() if line.startswith("c.py::")]
+    assert shown == [f"c.py::test_bw[all_reduce-{s}]" for s in ("4KB", "1MB", "4MB", "16MB", "64MB")]
+    assert sorted(ids) != [f"c.py::test_bw[all_reduce-{s}]" for s in ("4KB", "1MB", "4MB", "16MB", "64MB")]
 
 
 def test_markdown_summary_has_the_table_and_each_regression_message() -> None:
     nodeid, results = compared_run()
     text = markdown_summary(results)  # type: ignore[arg-type]
     assert text.startswith("## pytest-dmlbench results\n")
-    assert "| case / metric" in text and "|---" in text
+    assert "| case " in text and "|---" in text and "<details>" in text and "| case / metric" in text
+    assert nodeid in text  # whole, not wrapped or elided
     assert "**Verdicts:** 2 regression, 3 new, 4 unchanged" in text
     assert f"### regression: `{nodeid}` step_time_s" in text
     assert "--dmlbench-save" in text

@@ -85,13 +85,17 @@ def test_nightly_workflow_runs_the_regression_job_and_keeps_the_results() -> Non
         "workflow_dispatch:",
         'python-version: "3.11"',
         "bash ci/install.sh",
-        "bash ci/nightly.sh results.json",
+        "bash ci/nightly.sh results.json junit.xml dmlbench-report",
         "actions/upload-artifact@v4",
+        "dmlbench-report/",
         "if: ${{ always() }}",
+        '>> "$GITHUB_STEP_SUMMARY"',
+        "dmlbench-report/report.html",
     ):
         assert needle in text, needle
     script = (REPO / "ci" / "nightly.sh").read_text()
     assert "pytest --dmlbench --world-size 4 bench_cases --dmlbench-json" in script
+    assert '--dmlbench-plots "$report"' in script and "python -m pytest_dmlbench env --json" in script
     install = (REPO / "ci" / "install.sh").read_text()
     assert "torch==2.14.1 torchvision==0.29.1" in install and 'pip install -e ".[test]"' in install
 

@@ -1,0 +1,99 @@
+"""Shared figure plumbing: matplotlib on the Agg backend, one fixed size, PNG output.
+
+matplotlib is an optional dependency (extra ``plots``); :func:`pyplot` says how to install it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_dmlbench.errors import DmlbenchError
+
+WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.5, 100
+PIXELS = (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))
+"""Every PNG is this many pixels (width, height)."""
+MAX_SERIES = 8
+"""At most this many lines in one figure; more go into further figures."""
+MAX_BARS = 14
+"""At most this many bars in one figure; more cases are spread evenly over further figures."""
+
+
+class PlotsUnavailable(DmlbenchError):
+    """matplotlib is not installed."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One written PNG and what it shows."""
+
+    path: Path
+    title: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A figure family that had nothing to draw, and why."""
+
+    family: str
+    reason: str
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the non-interactive Agg backend."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotsUnavailable(
+            "plots need matplotlib, which is not installed: pip install 'pytest-dmlbench[plots]' "
+            "(or pip install matplotlib)"
+        ) from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def new_figure(columns: int = 1) -> tuple[Any, list[Any]]:
+    """A figure of :data:`PIXELS` with ``columns`` axes side by side."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, columns, figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained",
+                             squeeze=False)
+    return fig, list(axes[0])
+
+
+def style(ax: Any, title: str, xlabel: str, ylabel: str) -> Any:
+    ax.set_title(title, fontsize="medium")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    return ax
+
+
+def new_axes(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
+    """A figure with one styled axes."""
+    fig, (ax,) = new_figure()
+    return fig, style(ax, title, xlabel, ylabel)
+
+
+def save(fig: Any, path: Path, title: str, caption: str) -> Figure:
+    """Write ``fig`` as a PNG of exactly :data:`PIXELS` and close it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, format="png")
+    pyplot().close(fig)
+    return Figure(path, title, caption)
+
+
+def chunks(items: list[Any], size: int = MAX_SERIES) -> list[list[Any]]:
+    """``items`` in as few groups of at most ``size`` as possible, of nearly equal length."""
+    if not items:
+        return [[]]
+    groups = -(-len(items) // size)
+    per_group = -(-len(items) // groups)
+    return [items[i : i + per_group] for i in range(0, len(items), per_group)]
+
+
+def numbered(stem: str, index: int, total: int) -> str:
+    return f"{stem}.png" if total == 1 else f"{stem}-{index + 1}.png"

@@ -1,0 +1,42 @@
+"""``--dmlbench-plots DIR``: the plots and ``report.html`` of a pytest run, with trends against the
+stored baselines of this machine when there are any."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_dmlbench.results import RunResults
+
+
+def baseline_runs(results: RunResults, baseline_dir: Path, saved: bool) -> list[tuple[str, RunResults]]:
+    """This machine's stored baselines for the backends the run used (their saved-run history gives the
+    trend's earlier points). After ``--dmlbench-save`` they hold this run already, so they replace it."""
+    from pytest_dmlbench.baseline.fingerprint import machine_key
+    from pytest_dmlbench.baseline.store import baseline_files, load_folder
+
+    runs = []
+    for backend in sorted({case.backend for case in results.cases} - {"local"}) or ["gloo"]:
+        folder = baseline_dir / machine_key({**results.machine, "backend": backend})
+        if baseline_files(folder):
+            runs.append((str(folder), load_folder(folder)))
+    if not runs:
+        return []
+    merged = runs[0][1]
+    for _, more in runs[1:]:
+        merged.cases.extend(more.cases)
+    label = ", ".join(label for label, _ in runs)
+    return [(f"{label} (baselines, with this run)" if saved else f"{label} (baselines)", merged)]
+
+
+def write_run_plots(results: RunResults, out: Path, baseline_dir: Path, saved: bool) -> str:
+    """Render the plots for a finished run; the line to print (where the report is, or why not)."""
+    from pytest_dmlbench.errors import DmlbenchError
+    from pytest_dmlbench.plots import render
+
+    stored = baseline_runs(results, baseline_dir, saved)
+    runs = stored if saved and stored else [*stored, ("this run", results)]
+    try:
+        report = render(runs, out)
+    except DmlbenchError as exc:
+        return f"dmlbench: no plots written: {exc}"
+    return f"dmlbench: {len(report.figures)} plot(s) and the report written to {report.html}"

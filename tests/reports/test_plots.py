@@ -1,0 +1,148 @@
+"""Plots and report.html rendered from a stored results file.
+
+``data/results.json`` is a real run on the 2-core CI machine (collectives, strategy training, weak scaling,
+the pipeline case and the data-loader sweep) plus three cases in the shape experiment files record
+(per-epoch ``loss`` and ``accuracy``), written for this test.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e '.[test]'")
+from PIL import Image
+
+from pytest_dmlbench.baseline.compare import CompareSettings, compare_run
+from pytest_dmlbench.plots import render
+from pytest_dmlbench.plots.figure import PIXELS, new_axes, save
+from pytest_dmlbench.report import read_results, write_results
+from tests.conftest import run_pytest, write_files
+
+STORED = Path(__file__).parent / "data" / "results.json"
+SINGLE_RUN_FIGURES = {"scaling.png", "communication.png", "throughput.png", "loader-sweep.png", "bandwidth.png",
+                      "training.png"}
+
+
+def drawn_share(path: Path) -> float:
+    """Share of pixels that are not the background colour (0.0 for a blank image)."""
+    with Image.open(path) as image:
+        pixels = np.asarray(image.convert("RGB")).reshape(-1, 3)
+    colours, counts = np.unique(pixels, axis=0, return_counts=True)
+    background = colours[counts.argmax()]
+    return float((pixels != background).any(axis=1).mean())
+
+
+def check_png(path: Path) -> None:
+    with Image.open(path) as image:
+        image.verify()  # decodes the whole file
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.size == PIXELS, (path.name, image.size)
+    assert drawn_share(path) > 0.03, f"{path.name} is (nearly) blank"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("plots")
+    proc = subprocess.run([sys.executable, "-m", "pytest_dmlbench", "plot", str(STORED), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"report: {out / 'report.html'}" in proc.stdout
+    assert "not drawn: trend: a trend needs two or more points" in proc.stdout
+    return out
+
+
+def test_every_figure_family_of_a_single_run_is_drawn(rendered: Path) -> None:
+    assert {p.name for p in rendered.glob("*.png")} == SINGLE_RUN_FIGURES
+    for png in rendered.glob("*.png"):
+        check_png(png)
+
+
+def test_blank_check_fails_on_an_empty_figure(tmp_path: Path) -> None:
+    """Negative control for the not-blank check: an axes-less white figure of the same size."""
+    fig, ax = new_axes("", "", "")
+    ax.set_axis_off()
+    save(fig, tmp_path / "blank.png", "blank", "")
+    assert drawn_share(tmp_path / "blank.png") == 0.0
+    with pytest.raises(AssertionError, match="blank"):
+        check_png(tmp_path / "blank.png")
+
+
+def test_report_html_embeds_every_plot_and_the_verdict_table(rendered: Path) -> None:
+    page = (rendered / "report.html").read_text()
+    embedded = dict(re.findall(r'data-file="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page))
+    assert set(embedded) == {p.name for p in rendered.glob("*.png")}
+    for name, data in embedded.items():
+        assert base64.b64decode(data) == (rendered / name).read_bytes(), name
+    assert not re.search(r'(src|href)="(?!data:)', page), "the report must not load anything from elsewhere"
+    results = read_results(STORED)
+    for case in results.cases:
+        assert case.nodeid in page
+    assert "<th>verdict</th>" in page and "bytes in SI units" in page and "cpu_model" in page
+
+
+def test_trend_marks_the_verdicts_of_a_later_run(tmp_path: Path) -> None:
+    """A second run with one case 3x slower, judged against the first: the trend figure is drawn per
+    judged metric and the regression is in the report."""
+    first = read_results(STORED)
+    second = read_results(STORED)
+    slow = next(c for c in second.cases if c.nodeid.endswith("test_strategy_training[allreduce]"))
+    slow.metrics["step_time_s"].samples = [s * 3 for s in slow.metrics["step_time_s"].samples]
+    slow.metrics["throughput_samples_per_s"].samples = [
+        s / 3 for s in slow.metrics["throughput_samples_per_s"].samples]
+    write_results(tmp_path / "second.json", compare_run(first, second, CompareSettings()))
+    out = tmp_path / "plots"
+    report = render([("first", first), ("second", read_results(tmp_path / "second.json"))], out)
+    names = {f.path.name for f in report.figures}
+    assert {"trend-step_time_s.png", "trend-throughput_samples_per_s.png"} <= names
+    assert not [s for s in report.skipped if s.family == "trend"]
+    check_png(out / "trend-step_time_s.png")
+    page = report.html.read_text()
+    assert "regression: <code>bench_cases/test_training_benchmarks.py::test_strategy_training[allreduce]</code>" in page
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'matplotlib' or name.startswith('matplotlib.'):\n"
+        "            raise ImportError('No module named ' + repr(name))\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from pytest_dmlbench.cli import main\n"
+        f"sys.exit(main(['plot', {str(STORED)!r}, '--out', {str(tmp_path / 'out')!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "plots need matplotlib, which is not installed: pip install 'pytest-dmlbench[plots]'" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_plot_of_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pytest_dmlbench", "plot", str(tmp_path / "nope.json"), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "nope.json: no such file or folder" in proc.stderr
+
+
+def test_pytest_run_writes_plots_with_the_ini_option(tmp_path: Path) -> None:
+    write_files(tmp_path, **{
+        "pytest.ini": "[pytest]\ndmlbench_plots = plots-out\n",
+        "test_bench.py": """
+            import pytest
+
+            @pytest.mark.dmlbench(world_size=1)
+            def test_step(dist, dmlbench):
+                dmlbench.pedantic(lambda: sum(range(1000)), rounds=5, warmup=1, samples_per_call=8)
+        """,
+    })
+    result = run_pytest(tmp_path, "--dmlbench")
+    assert result.returncode == 0, result.output
+    result.lines.fnmatch_lines(["dmlbench: 1 plot(s) and the report written to plots-out/report.html"])
+    check_png(tmp_path / "plots-out" / "throughput.png")
+    assert "test_bench.py::test_step" in (tmp_path / "plots-out" / "report.html").read_text()
