@@ -65,7 +65,7 @@ def software_facts() -> dict[str, Any]:
     """torchvision, cuDNN and GPU details, backends, distributed variables, physical cores."""
     import torch
 
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None  # type: ignore[no-untyped-call,unused-ignore]
     return {
         "physical_cores": psutil.cpu_count(logical=False),
         "platform": platform.platform(),

@@ -49,7 +49,7 @@ def _rank(rank: int, world_size: int, store_path: str, timeout_s: float, queue: 
         import torch.distributed as td
 
         begin = now()
-        store = td.FileStore(store_path, world_size)
+        store = td.FileStore(store_path, world_size)  # type: ignore[attr-defined,unused-ignore]
         td.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
                               timeout=timedelta(seconds=timeout_s))
         joined = now() - begin
@@ -67,7 +67,8 @@ def _rank(rank: int, world_size: int, store_path: str, timeout_s: float, queue: 
 def _start_method() -> str:
     import torch
 
-    if "fork" in multiprocessing.get_all_start_methods() and not torch.cuda.is_initialized():
+    cuda_ready: bool = torch.cuda.is_initialized()  # type: ignore[no-untyped-call,unused-ignore]
+    if "fork" in multiprocessing.get_all_start_methods() and not cuda_ready:
         return "fork"
     return "spawn"
 
