@@ -11,6 +11,7 @@ from typing import Any
 from pytest_dmlbench.errors import ConfigError
 
 BACKENDS = ("auto", "gloo", "nccl")
+ISOLATIONS = ("persistent", "fresh")
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -62,6 +63,14 @@ def parse_threshold(value: Any, source: str = "--dmlbench-threshold") -> float:
     return number
 
 
+def parse_isolation(value: Any, source: str = "--dmlbench-isolation") -> str:
+    """persistent (a kept world with the per-case state guard) or fresh (a new world for every case)."""
+    text = str(value).strip().lower()
+    if text not in ISOLATIONS:
+        raise ConfigError(f"{source}: {value!r} is not an isolation; choose one of {', '.join(ISOLATIONS)}")
+    return text
+
+
 @dataclass(frozen=True)
 class DmlbenchConfig:
     """Every option of the plugin, validated."""
@@ -76,6 +85,7 @@ class DmlbenchConfig:
     baseline_dir: Path
     json_path: Path | None
     fail_on_improvement: bool
+    isolation: str = "persistent"
 
 
 @dataclass(frozen=True)
@@ -87,10 +97,11 @@ class CaseSettings:
     timeout_s: float
     threshold_pct: float | None
     scaling: bool
+    isolation: str = "persistent"
 
 
 SCALING_ARG = "dmlbench_world_size"  # the parameter ``scaling=True`` adds (ids ws1, ws2, ...)
-MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling")
+MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling", "isolation")
 
 
 def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where: str) -> CaseSettings:
@@ -104,12 +115,14 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
     backend = marker_kwargs.get("backend")
     timeout = marker_kwargs.get("timeout")
     threshold = marker_kwargs.get("threshold")
+    isolation = marker_kwargs.get("isolation")
     return CaseSettings(
         world_size=defaults.world_size if ws is None else parse_world_size(ws, f"{where}: world_size="),
         backend=defaults.backend if backend is None else parse_backend(backend, f"{where}: backend="),
         timeout_s=defaults.timeout_s if timeout is None else parse_positive_seconds(timeout, f"{where}: timeout="),
         threshold_pct=None if threshold is None else parse_threshold(threshold, f"{where}: threshold="),
         scaling=bool(marker_kwargs.get("scaling", False)),
+        isolation=defaults.isolation if isolation is None else parse_isolation(isolation, f"{where}: isolation="),
     )
 
 

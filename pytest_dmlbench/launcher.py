@@ -15,9 +15,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from pytest_dmlbench.config import parse_world_size
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.errors import ConfigError, WorldError
 from pytest_dmlbench.world.backend import device_for, select_backend
 from pytest_dmlbench.world.execute import execute_case
+from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.messages import RankOutcome
 from pytest_dmlbench.world.world import CaseRun, RankReport
 
@@ -27,6 +30,21 @@ LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 def launched_externally(environ: Mapping[str, str]) -> bool:
     """True when a launcher has set up this process as one rank of a world."""
     return "TORCHELASTIC_RUN_ID" in environ or all(name in environ for name in LAUNCHER_VARS)
+
+
+def launcher_world_size(environ: Mapping[str, str], requested: object) -> int:
+    """The world size cases default to under a launcher: the launcher's. An explicit ``--world-size`` that
+    differs is a usage error (raised on every rank, before any rendezvous)."""
+    size = int(environ["WORLD_SIZE"])
+    if requested is None:
+        return size
+    asked = parse_world_size(requested)
+    if asked != size:
+        raise ConfigError(
+            f"--world-size {asked} conflicts with the launcher's world of {size} rank(s) (WORLD_SIZE={size}); "
+            f"drop --world-size (cases then run on the launcher's {size} rank(s)) or start {asked} rank(s)"
+        )
+    return size
 
 
 class LaunchedWorld:
@@ -47,6 +65,7 @@ class LaunchedWorld:
         if os.environ.get("MASTER_ADDR") in ("127.0.0.1", "localhost"):
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         td.init_process_group(self.backend, init_method="env://", timeout=timedelta(seconds=timeout_s))
+        install_p2p_accounting()
         device = device_for(self.backend, local_rank)
         self.dist = DistInfo(self.rank, self.world_size, self.backend, device)
         self._cases = 0
@@ -55,12 +74,17 @@ class LaunchedWorld:
         """None when every rank collected the same cases, else a message naming the ranks that differ."""
         import torch.distributed as td
 
-        digest = hashlib.sha256("\n".join(sorted(nodeids)).encode()).hexdigest()
+        cases = hashlib.sha256("\n".join(sorted(nodeids)).encode()).hexdigest()
+        order = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()
         everyone: list[Any] = [None] * self.world_size
-        td.all_gather_object(everyone, (digest, len(nodeids)))
+        td.all_gather_object(everyone, (cases, len(nodeids), order))
         if all(entry == everyone[0] for entry in everyone):
             return None
-        lines = [f"rank {r}: {n} case(s), digest {d[:12]}" for r, (d, n) in enumerate(everyone)]
+        if all(entry[:2] == everyone[0][:2] for entry in everyone):
+            return ("ranks collected the same cases in different orders, so their collectives would not match; "
+                    "a plugin reorders them differently on each rank (pytest-randomly: give every rank the same "
+                    "--randomly-seed N, or pass -p no:randomly)")
+        lines = [f"rank {r}: {n} case(s), digest {d[:12]}" for r, (d, n, _) in enumerate(everyone)]
         return ("ranks collected different cases, so their collectives would not match:\n  "
                 + "\n  ".join(lines) + "\nrun the same pytest command line, in the same checkout, on every rank")
 
@@ -79,11 +103,18 @@ class LaunchedWorld:
 
         outcome = execute_case(self._cases, self.dist, func, arguments, seed=seed, options={},
                                measure_memory=measure_memory)
+        if not td.is_initialized():
+            raise WorldError(
+                f"{outcome.rebuild}: under a launcher the launcher's world cannot be rebuilt, so the run "
+                "stops here. Leave the default process group in place."
+            )
         outcomes: list[Any] = [None] * self.world_size
         td.all_gather_object(outcomes, outcome)
         reports = [RankReport(rank, outcome=o if isinstance(o, RankOutcome) else None)
                    for rank, o in enumerate(outcomes)]
-        return CaseRun(reports, time.monotonic() - begin)
+        run = CaseRun(reports, time.monotonic() - begin)
+        run.check_agreement()
+        return run
 
     def close(self) -> None:
         """Leave together: a launcher ends the whole job when one rank exits early with a failure code,

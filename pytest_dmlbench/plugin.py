@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,13 @@ from pytest_dmlbench.config import (
     DmlbenchConfig,
     case_settings,
     parse_backend,
+    parse_isolation,
     parse_positive_seconds,
     parse_threshold,
     parse_world_size,
     scaling_world_sizes,
 )
-from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.errors import ConfigError, WorldRebuiltWarning
 from pytest_dmlbench.failure import DistributedCaseFailed, failure_text
 
 CONFIG_KEY = pytest.StashKey[DmlbenchConfig]()
@@ -40,7 +42,7 @@ LOCAL_METRICS_KEY = pytest.StashKey[Any]()
 
 SKIP_REASON = "distributed case: run with --dmlbench"
 MARKER_DOC = (
-    "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False): "
+    "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False, isolation=None): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
 )
 
@@ -56,6 +58,8 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-json", "dmlbench_json", {"metavar": "PATH"}, "write this run's results as JSON"),
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
+    ("--dmlbench-isolation", "dmlbench_isolation", {"metavar": "{persistent,fresh}"},
+     "persistent: kept worlds with a state guard after every case (default); fresh: a new world per case"),
 ]
 _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench", "dmlbench", "run the distributed cases (without it they are skipped)"),
@@ -92,6 +96,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     threshold = _value(config, "dmlbench_threshold")
     baseline_dir = _value(config, "dmlbench_baseline_dir")
     json_path = _value(config, "dmlbench_json")
+    isolation = _value(config, "dmlbench_isolation")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -103,6 +108,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",
         json_path=Path(json_path) if json_path else None,
         fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
+        isolation="persistent" if isolation is None else parse_isolation(isolation),
     )
 
 
@@ -116,9 +122,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CONFIG_KEY] = settings
     if not settings.enabled:
         return
-    from pytest_dmlbench.launcher import LaunchedWorld, launched_externally
+    from pytest_dmlbench.launcher import LaunchedWorld, launched_externally, launcher_world_size
 
     if launched_externally(os.environ):
+        try:
+            size = launcher_world_size(os.environ, _value(config, "dmlbench_world_size"))
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        settings = replace(settings, world_size=size)
+        config.stash[CONFIG_KEY] = settings
         launched = LaunchedWorld(settings.backend, settings.timeout_s)
         config.stash[LAUNCHED_KEY] = launched
         if launched.rank != 0:  # only rank 0 reports; the verdicts are gathered from every rank
@@ -283,17 +295,28 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         from pytest_dmlbench.session import case_seed
 
         kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-        run = launched.run(pyfuncitem.obj, kwargs, seed=case_seed(pyfuncitem.nodeid), measure_memory=uses_bench)
+        from pytest_dmlbench.errors import WorldError
+
+        try:
+            run = launched.run(pyfuncitem.obj, kwargs, seed=case_seed(pyfuncitem.nodeid),
+                               measure_memory=uses_bench)
+        except WorldError as exc:
+            pytest.exit(f"{pyfuncitem.nodeid}: {exc}", returncode=1)
     else:
         run = _run_in_world(pyfuncitem, settings, backend, uses_bench)
     for report in run.ranks:
         if report.output.strip():
             pyfuncitem.add_report_section("call", f"rank {report.rank} output", report.output)
     statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}
+    if run.rebuilt_because:
+        pyfuncitem.warn(WorldRebuiltWarning(
+            f"{pyfuncitem.nodeid} left its world unusable ({run.rebuilt_because}); the world was rebuilt "
+            "before the next case. Leave the default process group in place, or mark the case "
+            "isolation=\"fresh\"."))
     if run.passed:
         _record_case(pyfuncitem, settings, backend, run)
         return True
-    if not run.world_broken and len(statuses) == 1 and all(r.outcome is not None for r in run.ranks):
+    if not run.unmatched and len(statuses) == 1 and all(r.outcome is not None for r in run.ranks):
         first = run.ranks[0].outcome
         assert first is not None
         if first.status == "skipped":

@@ -101,17 +101,26 @@ class DmlbenchSession:
         return self.pool.cuda_devices()
 
     def run(self, case: PreparedCase) -> CaseRun:
+        """Run the case on the kept world of its shape, or on a world of its own (``isolation="fresh"``)."""
         assert self.pool is not None
-        world = self.pool.world(case.backend, case.settings.world_size)
-        return world.run(
-            case.nodeid,
-            seed=case_seed(case.nodeid),
-            registry_args=case.registry_args,
-            pickled_args=case.pickled_args,
-            measure_memory=case.uses_bench,
-            options={},
-            timeout_s=case.settings.timeout_s,
-        )
+        fresh = case.settings.isolation == "fresh"
+        if fresh:
+            world = self.pool.fresh_world(case.backend, case.settings.world_size)
+        else:
+            world = self.pool.world(case.backend, case.settings.world_size)
+        try:
+            return world.run(
+                case.nodeid,
+                seed=case_seed(case.nodeid),
+                registry_args=case.registry_args,
+                pickled_args=case.pickled_args,
+                measure_memory=case.uses_bench,
+                options={},
+                timeout_s=case.settings.timeout_s,
+            )
+        finally:
+            if fresh:
+                world.stop()
 
     def close(self) -> None:
         if self.pool is not None:

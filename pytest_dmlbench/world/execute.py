@@ -10,9 +10,12 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.world.groups import GroupWatch
+from pytest_dmlbench.world.guard import StateSnapshot, Unrestorable, snapshot
 from pytest_dmlbench.world.messages import RankOutcome, Status
 
 
@@ -56,7 +59,24 @@ def execute_case(
     options: dict[str, Any],
     measure_memory: bool,
 ) -> RankOutcome:
-    """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report."""
+    """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report; then put
+    the guarded state back and report on the default group (see ``guard`` and ``groups``)."""
+    state = snapshot()
+    groups = GroupWatch.start()
+    outcome = _run_body(case_id, dist, func, arguments, seed=seed, options=options, measure_memory=measure_memory)
+    return replace(outcome, **after_case(state, groups))
+
+
+def _run_body(
+    case_id: int,
+    dist: DistInfo,
+    func: Callable[..., Any],
+    arguments: Callable[[Any], dict[str, Any]],
+    *,
+    seed: int,
+    options: dict[str, Any],
+    measure_memory: bool,
+) -> RankOutcome:
     from pytest_dmlbench.bench import RankBench
 
     start = time.perf_counter()
@@ -81,3 +101,16 @@ def execute_case(
     if result is not None:
         payload["returned"] = repr(result)[:200]
     return RankOutcome(case_id, dist.rank, "passed", duration_s=time.perf_counter() - start, payload=payload)
+
+
+def after_case(state: StateSnapshot, groups: GroupWatch) -> dict[str, Any]:
+    """Restore the state, destroy the case's sub-groups; the outcome fields that say how the world is."""
+    reasons = []
+    try:
+        state.restore()
+    except Unrestorable as exc:
+        reasons.append(f"state the case changed cannot be restored ({exc})")
+    report = groups.finish()
+    if report.rebuild:
+        reasons.append(report.rebuild)
+    return {"collectives": report.collectives, "rebuild": "; ".join(reasons)}

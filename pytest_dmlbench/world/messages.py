@@ -85,6 +85,10 @@ class RankOutcome:
     traceback: str = ""
     duration_s: float = 0.0
     payload: dict[str, Any] = field(default_factory=dict)
+    # Collectives the case issued on the default group (None when unknown), and why this rank's world must
+    # be rebuilt before the next case ("" when it need not).
+    collectives: int | None = None
+    rebuild: str = ""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.world.backend import device_for
 from pytest_dmlbench.world.execute import execute_case
+from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
 from pytest_dmlbench.world.messages import RankOutcome, Ready, RunCase, Shutdown, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
@@ -86,6 +87,7 @@ class RankProcess:
 
     def serve(self) -> NoReturn:
         init_s = self.join_group()
+        install_p2p_accounting()
         self.conn.send(Ready(self.rank, os.getpid(), init_s))
         while True:
             try:
