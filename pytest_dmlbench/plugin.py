@@ -308,7 +308,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         if report.output.strip():
             pyfuncitem.add_report_section("call", f"rank {report.rank} output", report.output)
     statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}
-    if run.rebuilt_because:
+    if run.rebuilt_because and settings.isolation != "fresh":  # a fresh world is discarded after the case anyway
         pyfuncitem.warn(WorldRebuiltWarning(
             f"{pyfuncitem.nodeid} left its world unusable ({run.rebuilt_because}); the world was rebuilt "
             "before the next case. Leave the default process group in place, or mark the case "
