@@ -14,6 +14,7 @@ global state of C extensions and CUDA contexts; cases that change those ask for 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ def _set_interop_threads(count: int) -> None:
         raise Unrestorable(f"the inter-op thread count cannot be set back to {count}: {exc}") from exc
 
 
+@functools.cache
 def _settings() -> tuple[_Setting, ...]:
     import torch
 
@@ -92,8 +94,16 @@ def _settings() -> tuple[_Setting, ...]:
     )
 
 
-def _public_functions(module: Any) -> dict[str, Any]:
-    return {name: value for name, value in vars(module).items() if not name.startswith("_") and callable(value)}
+def _public_functions(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in attributes.items() if not name.startswith("_") and callable(value)}
+
+
+def _unchanged(current: dict[str, Any], saved: dict[str, Any]) -> bool:
+    """The quick check (dict equality compares identical values by identity, in C); False when unsure."""
+    try:
+        return bool(current == saved)
+    except (TypeError, ValueError, RuntimeError):  # a case stored an object whose == cannot answer
+        return False
 
 
 def _modules() -> tuple[Any, ...]:
@@ -108,9 +118,9 @@ class StateSnapshot:
     """The guarded state at one moment, and the means to put it back."""
 
     values: dict[str, Any]
-    environ: dict[str, str]
+    raw_environ: dict[Any, Any]
     cwd: str
-    functions: list[tuple[Any, dict[str, Any]]]
+    functions: list[tuple[Any, dict[str, Any]]]  # each module with a copy of its attributes
 
     def restore(self) -> list[str]:
         """Put everything back; returns what had changed. Raises :class:`Unrestorable` (after restoring all
@@ -129,8 +139,10 @@ class StateSnapshot:
         if _cwd() != self.cwd:
             changed.append("working directory")
             os.chdir(self.cwd)
-        for module, functions in self.functions:
-            for name, function in functions.items():
+        for module, attributes in self.functions:
+            if _unchanged(vars(module), attributes):
+                continue
+            for name, function in _public_functions(attributes).items():
                 if getattr(module, name, None) is not function:
                     changed.append(f"{module.__name__}.{name}")
                     setattr(module, name, function)
@@ -139,17 +151,25 @@ class StateSnapshot:
         return changed
 
     def _restore_environment(self) -> list[str]:
-        current = dict(os.environ)
-        if current == self.environ:
+        if _raw_environ() == self.raw_environ:
             return []
-        for name in current.keys() - self.environ.keys():
+        saved = {os.fsdecode(name): os.fsdecode(value) for name, value in self.raw_environ.items()}
+        current = dict(os.environ)
+        for name in current.keys() - saved.keys():
             del os.environ[name]
-        names = sorted(current.keys() - self.environ.keys())
-        for name, value in self.environ.items():
+        names = sorted(current.keys() - saved.keys())
+        for name, value in saved.items():
             if current.get(name) != value:
                 os.environ[name] = value
                 names.append(name)
         return [f"environment variable {name}" for name in sorted(names)]
+
+
+def _raw_environ() -> dict[Any, Any]:
+    """A copy of the environment as cheap as possible: CPython's encoded mapping behind ``os.environ``
+    (copied in C, no decoding), or a plain copy elsewhere."""
+    raw = getattr(os.environ, "_data", None)
+    return dict(raw) if isinstance(raw, dict) else dict(os.environ)
 
 
 def _cwd() -> str | None:
@@ -164,7 +184,7 @@ def snapshot() -> StateSnapshot:
     """Record the guarded state now (before a case body)."""
     return StateSnapshot(
         values={setting.name: setting.get() for setting in _settings()},
-        environ=dict(os.environ),
+        raw_environ=_raw_environ(),
         cwd=os.getcwd(),  # the rank's own directory exists: it was restored after the last case
-        functions=[(module, _public_functions(module)) for module in _modules()],
+        functions=[(module, dict(vars(module))) for module in _modules()],
     )
