@@ -170,7 +170,7 @@ def _run_fresh(pool: WorldPool, world_size: int) -> tuple[float, bool]:
         run = world.run("trivial", seed=0, registry_args=(), pickled_args=b"", measure_memory=False, options={},
                         timeout_s=30)
     finally:
-        world.stop()
+        world.kill()
     return time.perf_counter() - begin, run.passed
 
 

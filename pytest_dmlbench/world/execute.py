@@ -30,6 +30,16 @@ def seed_everything(seed: int) -> None:
         numpy.random.seed(seed % 2**32)
 
 
+def warm_up() -> None:
+    """Do once, in the zygote, what every rank's first case would otherwise do on its own: import
+    ``numpy.random`` (seeding loads it lazily; tens of ms per rank) and build the guard's settings."""
+    from pytest_dmlbench.world import guard
+
+    if "numpy" in sys.modules:
+        import numpy.random  # noqa: F401
+    guard.warm_up()
+
+
 def classify(exc: BaseException) -> Status:
     """pytest's skip/xfail outcomes, recognised by class name (they present themselves as builtins)."""
     names = {cls.__name__ for cls in type(exc).__mro__}

@@ -188,3 +188,8 @@ def snapshot() -> StateSnapshot:
         cwd=os.getcwd(),  # the rank's own directory exists: it was restored after the last case
         functions=[(module, dict(vars(module))) for module in _modules()],
     )
+
+
+def warm_up() -> None:
+    """Build the list of guarded settings once (in the zygote, so that every forked rank inherits it)."""
+    _settings()
