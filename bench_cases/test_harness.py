@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ HANG_TIMEOUT_S = 1.0
 GUARD_ROUNDS = 500
 FRESH_ROUNDS = 10
 PERSISTENT_ROUNDS = 50
+GUARD_BLOCKS = 8
 
 
 def trivial_case(dist: object) -> None:
@@ -201,3 +203,44 @@ def test_isolation_cost(world_size: int, pool: WorldPool, dmlbench_metrics: obje
     print(f"ws{world_size}: per case, persistent {statistics.median(persistent) * 1e3:.2f} ms, "
           f"fresh {statistics.median(fresh) * 1e3:.0f} ms, spawn {statistics.median(spawned) * 1e3:.0f} ms; "
           f"state guard {statistics.median(guard_us):.0f} us per rank")
+
+
+def _unguarded_execute(case_id: int, dist: Any, func: Any, arguments: Any, *, seed: int,
+                       options: dict[str, Any], measure_memory: bool, clean_state: Any = None) -> Any:
+    """``execute_case`` without the state guard and the collective count (for the side-by-side figure)."""
+    from pytest_dmlbench.world import execute
+
+    return execute._run_body(case_id, dist, func, arguments, seed=seed, options=options,
+                             measure_memory=measure_memory)
+
+
+def test_state_guard_dispatch_cost(dmlbench_metrics: object) -> None:
+    """Trivial-case dispatch at world size 4 with and without the state guard, interleaved in blocks of 50
+    cases on two worlds (the unguarded one forked from a zygote started while the guard was patched out)."""
+    from pytest_dmlbench.world import rank
+
+    guarded = WorldPool(lambda: REGISTRY, lambda ws: 1)
+    guarded.start_zygote()
+    real = rank.execute_case
+    rank.execute_case = _unguarded_execute  # type: ignore[assignment]
+    try:
+        unguarded = WorldPool(lambda: REGISTRY, lambda ws: 1)
+        unguarded.start_zygote()
+    finally:
+        rank.execute_case = real
+    times: dict[str, list[float]] = {"guarded": [], "unguarded": []}
+    try:
+        for _ in range(GUARD_BLOCKS):
+            for name, pool in (("guarded", guarded), ("unguarded", unguarded)):
+                for _ in range(50):
+                    elapsed, passed = _run(pool, 4, "trivial", 30)
+                    assert passed
+                    times[name].append(elapsed)
+    finally:
+        guarded.close()
+        unguarded.close()
+    with_guard, without = statistics.median(times["guarded"]), statistics.median(times["unguarded"])
+    dmlbench_metrics.record("dispatch_guarded_s", times["guarded"], unit="s", better="lower")  # type: ignore[attr-defined]
+    dmlbench_metrics.record("dispatch_unguarded_s", times["unguarded"], unit="s", better=None)  # type: ignore[attr-defined]
+    print(f"ws4 dispatch median: {with_guard * 1e3:.2f} ms with the state guard, {without * 1e3:.2f} ms without "
+          f"(+{(with_guard - without) * 1e3:.2f} ms)")

@@ -68,10 +68,15 @@ def execute_case(
     seed: int,
     options: dict[str, Any],
     measure_memory: bool,
+    clean_state: StateSnapshot | None = None,
 ) -> RankOutcome:
     """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report; then put
-    the guarded state back and report on the default group (see ``guard`` and ``groups``)."""
-    state = snapshot()
+    the guarded state back and report on the default group (see ``guard`` and ``groups``).
+
+    ``clean_state`` is the state to restore; by default the state just before the body. A rank that runs
+    nothing but cases passes the one snapshot it took at start: after each restore the state equals it.
+    """
+    state = clean_state if clean_state is not None else snapshot()
     groups = GroupWatch.start()
     outcome = _run_body(case_id, dist, func, arguments, seed=seed, options=options, measure_memory=measure_memory)
     return replace(outcome, **after_case(state, groups))
