@@ -98,7 +98,7 @@ def _run(pool: WorldPool, world_size: int, name: str, timeout_s: float) -> tuple
     """Run one case; the time includes (re)starting the world when the last case broke it."""
     begin = time.perf_counter()
     world = pool.world("gloo", world_size)
-    run = world.run(name, seed=0, registry_args=(), pickled_args=b"", measure_memory=False, options={},
+    run = world.run(name, seed=0, registry_args=(), pickled_args=b"", measure_memory=False,
                     timeout_s=timeout_s)
     return time.perf_counter() - begin, run.passed
 
@@ -169,7 +169,7 @@ def _run_fresh(pool: WorldPool, world_size: int) -> tuple[float, bool]:
     begin = time.perf_counter()
     world = pool.fresh_world("gloo", world_size)
     try:
-        run = world.run("trivial", seed=0, registry_args=(), pickled_args=b"", measure_memory=False, options={},
+        run = world.run("trivial", seed=0, registry_args=(), pickled_args=b"", measure_memory=False,
                         timeout_s=30)
     finally:
         world.kill()
@@ -193,7 +193,7 @@ def test_isolation_cost(world_size: int, pool: WorldPool, dmlbench_metrics: obje
         fresh.append(elapsed)
     spawned = [spawn_per_case(world_size) for _ in range(SPAWN_ROUNDS)]
     run = pool.world("gloo", world_size).run("guard_cost", seed=0, registry_args=(), pickled_args=b"",
-                                             measure_memory=False, options={}, timeout_s=120)
+                                             measure_memory=False, timeout_s=120)
     assert run.passed
     guard_us = [float(r.output.split("guard_us=")[1].split()[0]) for r in run.ranks]
     dmlbench_metrics.record("persistent_case_s", persistent, unit="s", better="lower")  # type: ignore[attr-defined]
@@ -206,12 +206,11 @@ def test_isolation_cost(world_size: int, pool: WorldPool, dmlbench_metrics: obje
 
 
 def _unguarded_execute(case_id: int, dist: Any, func: Any, arguments: Any, *, seed: int,
-                       options: dict[str, Any], measure_memory: bool, clean_state: Any = None) -> Any:
+                       measure_memory: bool, clean_state: Any = None) -> Any:
     """``execute_case`` without the state guard and the collective count (for the side-by-side figure)."""
     from pytest_dmlbench.world import execute
 
-    return execute._run_body(case_id, dist, func, arguments, seed=seed, options=options,
-                             measure_memory=measure_memory)
+    return execute._run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory)
 
 
 def test_state_guard_dispatch_cost(dmlbench_metrics: object) -> None:

@@ -2,7 +2,7 @@
 
 Each ``check_*`` function runs on every rank of an initialised process group and returns the figures it
 measured (identical on every rank); the ``test_*`` cases run them under the harness and assert the
-targets of DESIGN section 7. Run with::
+measurement targets listed in the README. Run with::
 
     pytest --dmlbench --world-size 2 bench_cases/test_measurement_validation.py
 """
@@ -20,6 +20,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
+from pytest_dmlbench.comm import counting_comm_hook
 from pytest_dmlbench.measure.bandwidth import busbw_gbps
 from pytest_dmlbench.measure.clock import now
 from pytest_dmlbench.measure.collective_bench import (
@@ -28,11 +29,10 @@ from pytest_dmlbench.measure.collective_bench import (
     bench_collective,
     check_collective,
 )
-from pytest_dmlbench.measure.collectives import counting_comm_hook
 from pytest_dmlbench.measure.memory import PeakMemoryWatch, peak_rss_bytes
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan
 from pytest_dmlbench.measure.runner import benchmark_training, time_callable
-from pytest_dmlbench.measure.stats import summarize
+from pytest_dmlbench.stats import summarize
 
 MB = 1e6
 

@@ -1,5 +1,6 @@
 """Every strategy reports the bytes it hands to communication, routes them through one interceptor, and has
-a no-communication twin that sends nothing."""
+a no-communication twin that sends nothing; the strategy's count and the runner's count are one figure.
+In a one-rank world nothing leaves the process, so every count is zero there."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from typing import Any
 import pytest
 import torch.nn.functional as F
 
-from pytest_dmlbench import models
+from pytest_dmlbench import comm, models
+from pytest_dmlbench.comm import instrument_collectives
 from pytest_dmlbench.data import synthetic_classification
-from pytest_dmlbench.measure.collectives import instrument_collectives
 from pytest_dmlbench.reference import batch_for, raise_on_all_ranks
-from pytest_dmlbench.strategies import Strategy, build, comm
+from pytest_dmlbench.strategies import Strategy, build
 
 FLOAT32 = 4
 
@@ -36,17 +37,16 @@ def intercepted() -> Iterator[list[tuple[str, int]]]:
 
 
 def one_step(strategy: Strategy) -> list[tuple[str, int]]:
-    """One step under both the comm interceptor and the measurement's collective instrumentation; checks
-    that the instrumentation (which counts nothing in a one-rank world) saw the bytes the strategy counted."""
+    """One step under both the comm interceptor and an outer collective counter; checks that the outer
+    counter saw the bytes the strategy counted."""
     batch = synthetic_classification(8 * strategy.world_size, (16,), 10, seed=0)
     with instrument_collectives() as counter, intercepted() as seen:
         strategy.step(*batch_for(strategy, batch), F.cross_entropy)
-    if strategy.world_size > 1:
-        assert counter.bytes == strategy.comm_bytes_last_step, (counter.bytes, strategy.comm_bytes_last_step)
+    assert counter.bytes == strategy.comm_bytes_last_step, (counter.bytes, strategy.comm_bytes_last_step)
     return seen
 
 
-def expected_bytes(name: str, parameters: int, step: int) -> dict[str, int] | None:
+def expected_bytes(name: str, parameters: int, step: int, world_size: int) -> dict[str, int] | None:
     """Documented bytes per step for a float32 model without buffers (``None``: not a fixed formula)."""
     p = parameters * FLOAT32
     table: dict[str, dict[str, int]] = {
@@ -58,9 +58,9 @@ def expected_bytes(name: str, parameters: int, step: int) -> dict[str, int] | No
         "local_sgd": {"all_reduce": p},
         "powersgd": {"all_reduce": p},  # start_iter=2: exact all-reduce on the first steps
     }
-    if name == "powersgd" and step > 2:
+    if name == "powersgd" and step > 2 and world_size > 1:
         return None
-    return table[name]
+    return {op: size if world_size > 1 else 0 for op, size in table[name].items()}
 
 
 def check_accounting(name: str, **options: Any) -> None:
@@ -72,7 +72,9 @@ def check_accounting(name: str, **options: Any) -> None:
         totals: dict[str, int] = {}
         for op, size in seen:
             totals[op] = totals.get(op, 0) + size
-        expected = expected_bytes(name, parameters, step)
+        expected = expected_bytes(name, parameters, step, strategy.world_size)
+        if expected is not None and strategy.world_size == 1:  # ops a one-rank step skips count nothing either
+            expected = {op: size for op, size in expected.items() if op in totals}
         error = None
         if totals != strategy.comm_bytes_by_op or sum(totals.values()) != strategy.comm_bytes_last_step:
             error = f"{name}: interceptor saw {totals}, strategy counted {strategy.comm_bytes_by_op}"
@@ -122,3 +124,60 @@ def test_pipeline_sends_activations_and_its_twin_does_not(dist: Any) -> None:
     twin = strategy.twin()
     twin.step(*batch_for(twin, batch), F.cross_entropy)
     assert twin.comm_bytes_last_step == 0
+
+
+def check_bytes_agree(strategy: Strategy, runner_bytes: list[float]) -> None:
+    """The strategy's own count of its last step and the runner's count of the same step are one figure
+    (both come from :mod:`pytest_dmlbench.comm`); checked on every rank, maxed like the runner's."""
+    import torch
+    import torch.distributed as td
+
+    mine = torch.tensor([float(strategy.comm_bytes_last_step)], dtype=torch.float64)
+    td.all_reduce(mine, op=td.ReduceOp.MAX)
+    error = None
+    if mine.item() != runner_bytes[-1]:
+        error = (f"{strategy.name}: strategy.comm_bytes_last_step {mine.item():.0f} (max over ranks) but the "
+                 f"runner's comm_bytes_per_step of that step is {runner_bytes[-1]:.0f}")
+    raise_on_all_ranks(error, what=f"{strategy.name} byte agreement")
+
+
+def train_once(dmlbench: Any, strategy: Strategy, model_input: tuple[int, ...]) -> list[float]:
+    batch = synthetic_classification(8 * strategy.world_size, model_input, 10, seed=0)
+    inputs, targets = batch_for(strategy, batch)
+    result = dmlbench.train(strategy, [(inputs, targets)], global_batch_size=8 * strategy.world_size,
+                            loss_fn=F.cross_entropy, rounds=3, warmup=1)
+    samples: list[float] = result.metrics["comm_bytes_per_step"].samples
+    return samples
+
+
+AGREEMENT = [
+    ("ddp", {}), ("allreduce", {}), ("bucketed", {}), ("fp16", {}), ("powersgd", {}), ("ps", {}),
+    ("local_sgd", {"period": 1}), ("pipeline", {"stages": 2, "micro_batches": 2}),
+    ("robust", {"aggregator": "median", "f": 0}),
+]
+
+
+@pytest.mark.dmlbench(world_size=2)
+@pytest.mark.parametrize(("name", "options"), AGREEMENT, ids=[name for name, _ in AGREEMENT])
+def test_strategy_and_runner_count_the_same_bytes(dist: Any, dmlbench: Any, name: str, options: dict[str, Any]) -> None:
+    strategy = build(name, models.tiny_mlp(16, 32, 10, seed=0), lr=0.1, **options)
+    check_bytes_agree(strategy, train_once(dmlbench, strategy, (16,)))
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_ddp_with_batchnorm_buffers_counts_the_same_bytes(dist: Any, dmlbench: Any) -> None:
+    strategy = build("ddp", models.small_bn_cnn(seed=0), lr=0.1)
+    runner_bytes = train_once(dmlbench, strategy, (3, 8, 8))
+    buffers = sum(b.numel() * b.element_size() for b in strategy.model.buffers())
+    assert buffers > 0 and strategy.comm_bytes_by_op.get("broadcast") == buffers
+    check_bytes_agree(strategy, runner_bytes)
+
+
+@pytest.mark.dmlbench(world_size=2)
+def test_a_strategy_counting_its_own_way_is_caught(dist: Any, dmlbench: Any) -> None:
+    """Negative control: a strategy whose byte count leaves out part of what it sent disagrees."""
+    strategy = build("allreduce", models.tiny_mlp(16, 32, 10, seed=0), lr=0.1)
+    runner_bytes = train_once(dmlbench, strategy, (16,))
+    strategy.comm_bytes_last_step //= 2
+    with pytest.raises(AssertionError, match="runner's comm_bytes_per_step of that step is"):
+        check_bytes_agree(strategy, runner_bytes)

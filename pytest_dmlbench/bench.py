@@ -1,8 +1,10 @@
 """The ``dmlbench`` fixture's value on a rank: timing, training and collective benchmarks.
 
 Every method must be called by every rank with the same arguments (round counts are agreed through
-collectives). Figures recorded here travel to the parent with the case's outcome; rank-agreed figures
-are identical on all ranks, and peak memory is maxed over ranks by the parent.
+collectives). Figures recorded here are :class:`~pytest_dmlbench.results.MetricResult` objects from the
+start and travel to the parent in that form with the case's outcome; rank-agreed figures are identical on
+all ranks. This rank's peak memory over the whole case is measured here (the one producer of
+``peak_rss_mb`` and ``peak_cuda_mb``) and maxed over ranks by the parent.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.memory import PeakMemory, PeakMemoryWatch
 from pytest_dmlbench.results import Better, MetricResult
 
 DEFAULT_ROUNDS = 30
@@ -20,37 +23,23 @@ DEFAULT_WARMUP = 2
 class RankBench:
     """``dmlbench(fn, *args, **kwargs)`` like pytest-benchmark's ``benchmark``, plus richer forms."""
 
-    def __init__(self, dist: DistInfo, options: dict[str, Any]) -> None:
+    def __init__(self, dist: DistInfo) -> None:
         self.dist = dist
-        self.options = options
         self.metrics: dict[str, MetricResult] = {}
         self.notes: list[str] = []
-        self._memory: Any = None
-        self._peak: Any = None
+        self._memory: PeakMemoryWatch | None = None
+        self.peak_memory: PeakMemory | None = None
 
     # -- case lifecycle (called by the harness) --
     def begin_case(self, *, measure_memory: bool) -> None:
         """Reset this rank's memory peaks (only for cases that use the fixture)."""
         if measure_memory:
-            from pytest_dmlbench.measure.memory import PeakMemoryWatch
-
             self._memory = PeakMemoryWatch(self.dist.device).start()
 
     def end_case(self) -> None:
-        if self._memory is not None:
-            self._peak = self._memory.stop()
-
-    def payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {}
-        if self.metrics:
-            payload["metrics"] = {
-                name: {"samples": m.samples, "unit": m.unit, "better": m.better} for name, m in self.metrics.items()
-            }
-        if self._peak is not None and self.metrics:
-            payload["peak_memory"] = self._peak
-        if self.notes:
-            payload["notes"] = list(self.notes)
-        return payload
+        """Read this rank's peaks; kept only for cases that recorded figures."""
+        if self._memory is not None and self.metrics:
+            self.peak_memory = self._memory.stop()
 
     # -- what cases call --
     def _plan(self, rounds: int | None, warmup: int | None, min_time_s: float | None) -> Any:

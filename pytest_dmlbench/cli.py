@@ -13,7 +13,6 @@ from pathlib import Path
 
 from pytest_dmlbench.baseline.compare import (
     DEFAULT_ALPHA,
-    DEFAULT_THRESHOLD_PCT,
     CompareSettings,
     compare_run,
     failing_verdicts,
@@ -21,7 +20,7 @@ from pytest_dmlbench.baseline.compare import (
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.jsonio import read_results
 from pytest_dmlbench.baseline.store import baseline_files, load_folder
-from pytest_dmlbench.config import parse_threshold
+from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
 from pytest_dmlbench.report import terminal_table, write_results
 from pytest_dmlbench.results import RunResults
@@ -77,11 +76,7 @@ def load_baseline_for(path: Path, current: RunResults) -> tuple[str, RunResults]
 
 
 def _compare(args: argparse.Namespace) -> int:
-    settings = CompareSettings(
-        threshold_pct=args.threshold,
-        alpha=args.alpha,
-        refresh_command="pytest --dmlbench {nodeid} --dmlbench-save",
-    )
+    settings = CompareSettings(threshold_pct=args.threshold, alpha=args.alpha)
     current = _read_file(Path(args.results))
     label, baseline = load_baseline_for(Path(args.baseline), current)
     compared = compare_run(baseline, current, settings)

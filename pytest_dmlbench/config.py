@@ -1,14 +1,19 @@
-"""The run's validated configuration: parsed once from options/ini, kept in ``config.stash``."""
+"""The run's validated configuration: every option parsed once from command line and ini file.
+
+The one home of each option's default and validation rule (the command-line tool reuses them).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_dmlbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pytest
 
 BACKENDS = ("auto", "gloo", "nccl")
 ISOLATIONS = ("persistent", "fresh")
@@ -53,7 +58,9 @@ def parse_positive_seconds(value: Any, source: str = "--dmlbench-timeout") -> fl
 
 
 def parse_threshold(value: Any, source: str = "--dmlbench-threshold") -> float:
-    """A percentage >= 0 (10 means 10 %)."""
+    """A percentage >= 0 (10 means 10 %), given as a number or a string such as ``"10"`` or ``"10%"``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{source}: {value!r} is not a percentage; give a number >= 0, e.g. {source} 10")
     try:
         number = float(str(value).strip().rstrip("%"))
     except ValueError:
@@ -126,18 +133,6 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
     )
 
 
-def xdist_worker_count(numprocesses: object, environ: Mapping[str, str], cores: int) -> int:
-    """How many pytest-xdist workers share the machine: an xdist worker reads its environment, the
-    controller its ``-n`` value (``auto``/``logical`` meaning one per core); 1 without xdist."""
-    count = environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if count.isdigit():
-        return max(1, int(count))
-    if isinstance(numprocesses, int) and numprocesses > 0:
-        return numprocesses
-    if numprocesses in ("auto", "logical"):
-        return cores
-    return 1
-
 
 def scaling_world_sizes(max_world_size: int) -> list[int]:
     """1, 2, 4, ... up to ``max_world_size`` (which is included even when not a power of two)."""
@@ -148,3 +143,35 @@ def scaling_world_sizes(max_world_size: int) -> list[int]:
         n *= 2
     sizes.append(max_world_size)
     return sizes
+
+
+def _value(config: pytest.Config, dest: str) -> Any:
+    """Command line beats ini; None when neither sets it."""
+    value = config.getoption(dest, default=None)
+    if value is None:
+        value = config.getini(dest)
+    return None if value in (None, "", []) else value
+
+
+def build_config(config: pytest.Config) -> DmlbenchConfig:
+    """Read and validate every option once (a ConfigError names the bad value and the accepted form)."""
+    ws = _value(config, "dmlbench_world_size")
+    backend = _value(config, "dmlbench_backend")
+    timeout = _value(config, "dmlbench_timeout")
+    threshold = _value(config, "dmlbench_threshold")
+    baseline_dir = _value(config, "dmlbench_baseline_dir")
+    json_path = _value(config, "dmlbench_json")
+    isolation = _value(config, "dmlbench_isolation")
+    return DmlbenchConfig(
+        enabled=bool(_value(config, "dmlbench")),
+        world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
+        backend="auto" if backend is None else parse_backend(backend),
+        timeout_s=DEFAULT_TIMEOUT_S if timeout is None else parse_positive_seconds(timeout),
+        threshold_pct=DEFAULT_THRESHOLD_PCT if threshold is None else parse_threshold(threshold),
+        save=bool(_value(config, "dmlbench_save")),
+        compare=not bool(_value(config, "dmlbench_no_compare")),
+        baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",
+        json_path=Path(json_path) if json_path else None,
+        fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
+        isolation="persistent" if isolation is None else parse_isolation(isolation),
+    )

@@ -1,6 +1,9 @@
-"""pytest entry point: options, marker, fixtures and the hooks that send dmlbench cases to rank worlds.
+"""pytest entry point: options, marker, fixtures, and hooks that hand dmlbench cases to the engine.
 
-Imports no torch at module level; heavy work starts only when ``--dmlbench`` is given.
+One engine per process runs the cases (forked worlds, or this process's rank under an external
+launcher); it is chosen once in ``pytest_configure`` and no hook branches on the mode. Figures become a
+case result in ``case_results``, which the baseline gate saves or compares. Imports no torch at module
+level; heavy work starts only when ``--dmlbench`` is given.
 """
 
 from __future__ import annotations
@@ -8,12 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Generator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_dmlbench.collector import REPORT_ATTR, ResultsCollector, workers_of
+from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import (
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_TIMEOUT_S,
@@ -21,24 +23,26 @@ from pytest_dmlbench.config import (
     SCALING_ARG,
     CaseSettings,
     DmlbenchConfig,
+    build_config,
     case_settings,
-    parse_backend,
-    parse_isolation,
-    parse_positive_seconds,
-    parse_threshold,
-    parse_world_size,
     scaling_world_sizes,
 )
-from pytest_dmlbench.errors import ConfigError, WorldRebuiltWarning
-from pytest_dmlbench.failure import DistributedCaseFailed, failure_text
+from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
+from pytest_dmlbench.gate import BaselineGate
+from pytest_dmlbench.results import CaseResult
+from pytest_dmlbench.results_reporter import REPORT_ATTR, ResultsReporter
+from pytest_dmlbench.run_facts import RunFacts
+from pytest_dmlbench.world.engine import Engine
 
 CONFIG_KEY = pytest.StashKey[DmlbenchConfig]()
-SESSION_KEY = pytest.StashKey[Any]()
+FACTS_KEY = pytest.StashKey[RunFacts]()
+ENGINE_KEY = pytest.StashKey[Engine]()
+GATE_KEY = pytest.StashKey[BaselineGate]()
+BUILDER_KEY = pytest.StashKey[CaseResultBuilder]()
 SETTINGS_KEY = pytest.StashKey[CaseSettings]()
-RUN_KEY = pytest.StashKey[Any]()
-RESULT_KEY = pytest.StashKey[Any]()
-LAUNCHED_KEY = pytest.StashKey[Any]()
-LOCAL_METRICS_KEY = pytest.StashKey[Any]()
+BACKEND_KEY = pytest.StashKey[str]()
+RESULT_KEY = pytest.StashKey[CaseResult]()
+LOCAL_METRICS_KEY = pytest.StashKey[LocalMetrics]()
 
 SKIP_REASON = "distributed case: run with --dmlbench"
 MARKER_DOC = (
@@ -80,39 +84,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(dest, f"{help_text} (ini form of {flag})", default=None)
 
 
-def _value(config: pytest.Config, dest: str) -> Any:
-    """Command line beats ini; None when neither sets it."""
-    value = config.getoption(dest, default=None)
-    if value is None:
-        value = config.getini(dest)
-    return None if value in (None, "", []) else value
+def _under_launcher(config: pytest.Config, settings: DmlbenchConfig) -> DmlbenchConfig:
+    """Under an external launcher the launcher's world size is the default; a conflicting explicit
+    ``--world-size`` is a usage error (on every rank, before any rendezvous)."""
+    from pytest_dmlbench.world.launched import launched_externally, launcher_world_size
+
+    if not launched_externally(os.environ):
+        return settings
+    try:
+        size = launcher_world_size(os.environ, config.getoption("dmlbench_world_size", default=None)
+                                   or config.getini("dmlbench_world_size") or None)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return replace(settings, world_size=size)
 
 
-def build_config(config: pytest.Config) -> DmlbenchConfig:
-    """Read and validate every option once."""
-    ws = _value(config, "dmlbench_world_size")
-    backend = _value(config, "dmlbench_backend")
-    timeout = _value(config, "dmlbench_timeout")
-    threshold = _value(config, "dmlbench_threshold")
-    baseline_dir = _value(config, "dmlbench_baseline_dir")
-    json_path = _value(config, "dmlbench_json")
-    isolation = _value(config, "dmlbench_isolation")
-    return DmlbenchConfig(
-        enabled=bool(_value(config, "dmlbench")),
-        world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
-        backend="auto" if backend is None else parse_backend(backend),
-        timeout_s=DEFAULT_TIMEOUT_S if timeout is None else parse_positive_seconds(timeout),
-        threshold_pct=DEFAULT_THRESHOLD_PCT if threshold is None else parse_threshold(threshold),
-        save=bool(_value(config, "dmlbench_save")),
-        compare=not bool(_value(config, "dmlbench_no_compare")),
-        baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",
-        json_path=Path(json_path) if json_path else None,
-        fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
-        isolation="persistent" if isolation is None else parse_isolation(isolation),
-    )
+def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
+    """The execution mode that applies to this process."""
+    from pytest_dmlbench.world.launched import LaunchedEngine, launched_externally
+
+    if launched_externally(os.environ):
+        return LaunchedEngine(settings.backend, settings.timeout_s)
+    from pytest_dmlbench.world.forked import ForkedEngine
+
+    return ForkedEngine(facts)
 
 
-@pytest.hookimpl(trylast=True)  # after the terminal reporter exists, so other launched ranks can mute it
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists, so a non-reporting rank can mute it
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
     try:
@@ -120,53 +118,41 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONFIG_KEY] = settings
+    facts = RunFacts.here(getattr(config.option, "numprocesses", None))
+    config.stash[FACTS_KEY] = facts
     if not settings.enabled:
         return
-    from pytest_dmlbench.launcher import LaunchedWorld, launched_externally, launcher_world_size
-
-    if launched_externally(os.environ):
-        try:
-            size = launcher_world_size(os.environ, _value(config, "dmlbench_world_size"))
-        except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        settings = replace(settings, world_size=size)
-        config.stash[CONFIG_KEY] = settings
-        launched = LaunchedWorld(settings.backend, settings.timeout_s)
-        config.stash[LAUNCHED_KEY] = launched
-        if launched.rank != 0:  # only rank 0 reports; the verdicts are gathered from every rank
-            reporter = config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                config.pluginmanager.unregister(reporter)
+    settings = _under_launcher(config, settings)
+    config.stash[CONFIG_KEY] = settings
+    engine = _engine_for(settings, facts)
+    config.stash[ENGINE_KEY] = engine
+    run = facts.to_dict(settings.world_size, settings.threshold_pct)
+    config.stash[GATE_KEY] = BaselineGate(settings, run)
+    config.stash[BUILDER_KEY] = CaseResultBuilder()
+    if engine.reports:
+        config.pluginmanager.register(ResultsReporter(config, settings, run), "dmlbench-results")
     else:
-        from pytest_dmlbench.session import DmlbenchSession
-
-        config.stash[SESSION_KEY] = DmlbenchSession(settings, cores=os.cpu_count() or 1, workers=workers_of(config))
-    from pytest_dmlbench.gate import BaselineGate
-
-    config.pluginmanager.register(BaselineGate(config, settings, RESULT_KEY, LOCAL_METRICS_KEY), "dmlbench-gate")
-    if config.stash.get(LAUNCHED_KEY, None) is None or config.stash[LAUNCHED_KEY].rank == 0:
-        config.pluginmanager.register(ResultsCollector(config, settings), "dmlbench-results")
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            config.pluginmanager.unregister(reporter)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for key in (SESSION_KEY, LAUNCHED_KEY):
-        owner = config.stash.get(key, None)
-        if owner is not None:
-            owner.close()
+    engine = config.stash.get(ENGINE_KEY, None)
+    if engine is not None:
+        engine.close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = config.stash.get(CONFIG_KEY, None)
     if settings is None or not settings.enabled:
         return []
-    cores = os.cpu_count() or 1
-    workers = workers_of(config)
-    line = (f"dmlbench: world size {settings.world_size}, backend {settings.backend}, "
-            f"timeout {settings.timeout_s:g} s, {cores} core(s)")
-    lines = [line]
-    if settings.world_size * workers > cores:
+    facts = config.stash[FACTS_KEY]
+    lines = [f"dmlbench: world size {settings.world_size}, backend {settings.backend}, "
+             f"timeout {settings.timeout_s:g} s, {facts.cores} core(s)"]
+    if facts.oversubscribed(settings.world_size):
         lines.append(
-            f"dmlbench: WARNING {settings.world_size} rank(s) x {workers} worker(s) > {cores} core(s): "
+            f"dmlbench: WARNING {settings.world_size} rank(s) x {facts.workers} worker(s) > {facts.cores} core(s): "
             "processes are oversubscribed, timings are pessimistic (recorded with the results)"
         )
     return lines
@@ -176,33 +162,32 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("dmlbench")
     if marker is None or not marker.kwargs.get("scaling"):
         return
-    settings = metafunc.config.stash[CONFIG_KEY]
-    sizes = scaling_world_sizes(settings.world_size)
+    sizes = scaling_world_sizes(metafunc.config.stash[CONFIG_KEY].world_size)
     metafunc.fixturenames.append(SCALING_ARG)
     metafunc.parametrize(SCALING_ARG, sizes, ids=[f"ws{n}" for n in sizes])
 
 
-def _is_case(item: pytest.Item) -> bool:
-    return isinstance(item, pytest.Function) and item.get_closest_marker("dmlbench") is not None
+def _callspec_params(item: pytest.Item) -> dict[str, Any]:
+    callspec = getattr(item, "callspec", None)
+    return dict(callspec.params) if callspec is not None else {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     settings = config.stash[CONFIG_KEY]
     for item in items:
-        if not _is_case(item):
+        marker = item.get_closest_marker("dmlbench")
+        if not isinstance(item, pytest.Function) or marker is None:
             continue
         if not settings.enabled:
             item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
             continue
-        marker = item.get_closest_marker("dmlbench")
-        assert marker is not None
-        kwargs = dict(marker.kwargs)
         if marker.args:
             raise pytest.UsageError(f"{item.nodeid}: the dmlbench marker takes keyword arguments only, "
                                     f"got positional {marker.args!r}")
-        callspec = getattr(item, "callspec", None)
-        if kwargs.get("scaling") and callspec is not None and SCALING_ARG in callspec.params:
-            kwargs["world_size"] = callspec.params[SCALING_ARG]
+        kwargs = dict(marker.kwargs)
+        params = _callspec_params(item)
+        if kwargs.get("scaling") and SCALING_ARG in params:
+            kwargs["world_size"] = params[SCALING_ARG]
         try:
             item.stash[SETTINGS_KEY] = case_settings(kwargs, settings, item.nodeid)
         except ConfigError as exc:
@@ -210,31 +195,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    launched = session.config.stash.get(LAUNCHED_KEY, None)
-    if launched is not None:
-        problem = launched.check_same_cases([item.nodeid for item in session.items if SETTINGS_KEY in item.stash])
-        if problem:
-            raise pytest.UsageError(problem)
+    engine = session.config.stash.get(ENGINE_KEY, None)
+    if engine is None:
         return
-    dml = session.config.stash.get(SESSION_KEY, None)
-    if dml is None:
-        return
-    from pytest_dmlbench.world.registry import CaseEntry
+    from pytest_dmlbench.introspection import assertion_explanations
+    from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase
 
-    cases = [item for item in session.items if SETTINGS_KEY in item.stash]
-    for item in cases:
-        assert isinstance(item, pytest.Function)
-        callspec = getattr(item, "callspec", None)
-        dml.register(item.nodeid, CaseEntry(
-            func=item.obj,
-            argnames=tuple(item._fixtureinfo.argnames),
-            params=dict(callspec.params) if callspec is not None else {},
-        ))
-    if cases:
-        from pytest_dmlbench.introspection import assertion_explanations
-
+    cases = []
+    for item in session.items:
+        if SETTINGS_KEY in item.stash:
+            assert isinstance(item, pytest.Function)
+            cases.append(CollectedCase(item.nodeid, item.obj, tuple(item._fixtureinfo.argnames),
+                                       _callspec_params(item)))
+    try:
         with assertion_explanations(session.config):
-            dml.start()
+            engine.prepare(cases)
+    except CaseNotRunnable as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -242,45 +219,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     settings = item.stash.get(SETTINGS_KEY, None)
     if settings is None:
         return
-    from pytest_dmlbench.world.backend import select_backend
-
-    launched = item.config.stash.get(LAUNCHED_KEY, None)
-    if launched is not None:
-        if settings.world_size != launched.world_size:
-            item.add_marker(pytest.mark.skip(
-                reason=f"needs {settings.world_size} rank(s); the launcher started {launched.world_size}"))
-        item.stash[RUN_KEY] = launched.backend
-        return
-    dml = item.config.stash[SESSION_KEY]
-    choice = select_backend(settings.backend, settings.world_size,
-                            dml.cuda_devices() if settings.backend != "gloo" else 0)
+    choice = item.config.stash[ENGINE_KEY].choose_backend(settings.backend, settings.world_size)
     if choice.skip_reason:
         item.add_marker(pytest.mark.skip(reason=choice.skip_reason))  # reported at the case's own line
-    item.stash[RUN_KEY] = choice.backend
+    item.stash[BACKEND_KEY] = choice.backend
 
 
-def _run_in_world(pyfuncitem: pytest.Function, settings: CaseSettings, backend: str, uses_bench: bool) -> Any:
-    """Send the item to the ranks of this session's world of its shape."""
-    from pytest_dmlbench.session import PreparedCase, UnsendableArgument, split_arguments
+def _facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: float | None) -> CaseFacts:
+    from pytest_dmlbench.case_results import Scaling, params_of
 
-    dml = pyfuncitem.config.stash[SESSION_KEY]
-    if pyfuncitem.nodeid not in dml.registry:
-        pytest.fail(f"{pyfuncitem.nodeid} was not collected before the rank processes started; "
-                    "distributed cases must be collected up front", pytrace=False)
-    callspec = getattr(pyfuncitem, "callspec", None)
-    try:
-        registry_args, pickled = split_arguments(
-            tuple(pyfuncitem._fixtureinfo.argnames), pyfuncitem.funcargs,
-            dict(callspec.params) if callspec is not None else {},
-        )
-    except UnsendableArgument as exc:
-        pytest.fail(str(exc), pytrace=False)
-    from pytest_dmlbench.errors import WorldError
-
-    try:
-        return dml.run(PreparedCase(pyfuncitem.nodeid, settings, backend, registry_args, pickled, uses_bench))
-    except WorldError as exc:
-        pytest.fail(f"the rank world could not be started: {exc}", pytrace=False)
+    params = _callspec_params(item)
+    scaling = None
+    if SCALING_ARG in params:
+        others = sorted((k, repr(v)) for k, v in params.items() if k != SCALING_ARG)
+        scaling = Scaling(f"{item.path}::{item.originalname}{others}", int(params[SCALING_ARG]))
+    return CaseFacts(item.nodeid, params_of(params), world_size, backend, threshold_pct, scaling)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -288,37 +241,39 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     settings = pyfuncitem.stash.get(SETTINGS_KEY, None)
     if settings is None:
         return None
-    backend = pyfuncitem.stash[RUN_KEY]
-    uses_bench = "dmlbench" in pyfuncitem._fixtureinfo.argnames
-    launched = pyfuncitem.config.stash.get(LAUNCHED_KEY, None)
-    if launched is not None:
-        from pytest_dmlbench.session import case_seed
+    from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
+    from pytest_dmlbench.world.failure import DistributedCaseFailed, failure_text
 
-        kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-        from pytest_dmlbench.errors import WorldError
-
-        try:
-            run = launched.run(pyfuncitem.obj, kwargs, seed=case_seed(pyfuncitem.nodeid),
-                               measure_memory=uses_bench)
-        except WorldError as exc:
-            pytest.exit(f"{pyfuncitem.nodeid}: {exc}", returncode=1)
-    else:
-        run = _run_in_world(pyfuncitem, settings, backend, uses_bench)
+    backend = pyfuncitem.stash[BACKEND_KEY]
+    argnames = tuple(pyfuncitem._fixtureinfo.argnames)
+    case = PreparedCase(
+        CollectedCase(pyfuncitem.nodeid, pyfuncitem.obj, argnames, _callspec_params(pyfuncitem)),
+        funcargs=pyfuncitem.funcargs, world_size=settings.world_size, backend=backend,
+        timeout_s=settings.timeout_s, uses_bench="dmlbench" in argnames, isolation=settings.isolation,
+    )
+    try:
+        run = pyfuncitem.config.stash[ENGINE_KEY].run(case)
+    except CaseNotRunnable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    except WorldError as exc:  # a launcher's world that cannot go on
+        pytest.exit(f"{pyfuncitem.nodeid}: {exc}", returncode=1)
     for report in run.ranks:
         if report.output.strip():
             pyfuncitem.add_report_section("call", f"rank {report.rank} output", report.output)
-    statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}
     if run.rebuilt_because and settings.isolation != "fresh":  # a fresh world is discarded after the case anyway
         pyfuncitem.warn(WorldRebuiltWarning(
             f"{pyfuncitem.nodeid} left its world unusable ({run.rebuilt_because}); the world was rebuilt "
             "before the next case. Leave the default process group in place, or mark the case "
             "isolation=\"fresh\"."))
     if run.passed:
-        _record_case(pyfuncitem, settings, backend, run)
+        facts = _facts(pyfuncitem, settings.world_size, backend, settings.threshold_pct)
+        result = pyfuncitem.config.stash[BUILDER_KEY].from_ranks(facts, [r.outcome for r in run.ranks])
+        if result is not None:
+            pyfuncitem.stash[RESULT_KEY] = result
         return True
-    if not run.unmatched and len(statuses) == 1 and all(r.outcome is not None for r in run.ranks):
-        first = run.ranks[0].outcome
-        assert first is not None
+    statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}
+    first = run.ranks[0].outcome
+    if not run.unmatched and len(statuses) == 1 and first is not None and all(r.outcome for r in run.ranks):
         if first.status == "skipped":
             pytest.skip(first.message)
         if first.status == "xfailed":
@@ -326,30 +281,30 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     raise DistributedCaseFailed(failure_text(run, settings.world_size, backend))
 
 
-def _record_case(item: pytest.Function, settings: CaseSettings, backend: str, run: Any) -> None:
-    """Keep the metrics rank 0 reported (rank-agreed figures are identical on every rank) and the peak
-    memory maxed over ranks."""
-    from pytest_dmlbench.measure.memory import peak_memory_metrics
-    from pytest_dmlbench.recording import case_result, metrics_from_payload, params_of
-
-    first = run.ranks[0].outcome
-    metrics = metrics_from_payload(first.payload) if first is not None else {}
-    if not metrics:
-        return
-    peaks = [r.outcome.payload["peak_memory"] for r in run.ranks
-             if r.outcome is not None and "peak_memory" in r.outcome.payload]
-    if peaks:
-        metrics = {**peak_memory_metrics(peaks), **metrics}
-    notes = first.payload.get("notes", []) if first is not None else []
-    callspec = getattr(item, "callspec", None)
-    item.stash[RESULT_KEY] = case_result(
-        item.nodeid, params_of(callspec.params if callspec is not None else {}), settings.world_size,
-        backend, metrics, settings.threshold_pct, {"notes": notes} if notes else None,
-    )
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """After the body ran (on the ranks or here), the gate saves or compares the case's figures."""
+    outcome = yield
+    gate = item.config.stash.get(GATE_KEY, None)
+    if gate is None or not isinstance(item, pytest.Function):
+        return outcome
+    result = item.stash.get(RESULT_KEY, None)
+    local = item.stash.get(LOCAL_METRICS_KEY, None)
+    if result is None and local is not None:
+        result = item.config.stash[BUILDER_KEY].from_local(_facts(item, 1, "local", None), local)
+        if result is not None:
+            item.stash[RESULT_KEY] = result
+    if result is not None:
+        failure = gate.judge(result)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
+    return outcome
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    from pytest_dmlbench.world.failure import DistributedCaseFailed
+
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(DistributedCaseFailed):
         report.longrepr = str(call.excinfo.value)
@@ -396,15 +351,13 @@ def dmlbench(request: pytest.FixtureRequest) -> _ParentSide:
 
 
 @pytest.fixture
-def dmlbench_metrics(request: pytest.FixtureRequest) -> Any:
+def dmlbench_metrics(request: pytest.FixtureRequest) -> LocalMetrics:
     """Record figures measured in the pytest process (``.record(name, samples, unit=, better=)``).
 
     For benchmarks that drive something other than a rank world; skipped without ``--dmlbench``.
     """
     if not request.config.stash[CONFIG_KEY].enabled:
         pytest.skip("benchmark: run with --dmlbench")
-    from pytest_dmlbench.recording import LocalMetrics
-
     metrics = LocalMetrics()
     request.node.stash[LOCAL_METRICS_KEY] = metrics
     return metrics

@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from pytest_dmlbench.baseline.jsonio import read_results as _read_results
 from pytest_dmlbench.baseline.jsonio import write_results
-from pytest_dmlbench.results import CaseResult, RunResults, Verdict
+from pytest_dmlbench.results import CHANGE_KINDS, VERDICT_KINDS, CaseResult, RunResults, Verdict
 
 __all__ = [
     "append_step_summary",
@@ -28,7 +28,7 @@ __all__ = [
 LABEL_WIDTH = 48
 OVERSUBSCRIBED_MARK = "!"
 METRIC_PREFIX = "- "
-_VERDICT_ORDER: tuple[str, ...] = ("regression", "improvement", "new", "unchanged")
+_VERDICT_ORDER = VERDICT_KINDS
 _SCALES = {
     "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")),
     "bytes": ((2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"), (1.0, "bytes")),
@@ -86,7 +86,7 @@ def _number(value: float | None, divisor: float) -> str:
 def _verdict_cell(verdict: Verdict | None) -> str:
     if verdict is None:
         return "-"
-    if verdict.kind in ("regression", "improvement") and verdict.p_value is not None:
+    if verdict.kind in CHANGE_KINDS and verdict.p_value is not None:
         label = verdict.kind.upper() if verdict.kind == "regression" else verdict.kind
         return f"{label} p={verdict.p_value:.1g}"
     return verdict.kind
@@ -181,7 +181,7 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
         (case.nodeid, v)
         for case in results.cases
         for v in case.verdicts
-        if v.kind in ("regression", "improvement")
+        if v.kind in CHANGE_KINDS
     ]
     for nodeid, verdict in notable:
         lines += [f"### {verdict.kind}: `{nodeid}` {verdict.metric}", "", "```", verdict.message, "```", ""]

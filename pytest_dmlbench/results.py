@@ -16,11 +16,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_dmlbench.measure.stats import Summary, summarize
+from pytest_dmlbench.stats import Summary, summarize
 
 SCHEMA_VERSION = 1
 
 Better = Literal["higher", "lower"] | None
+VerdictKind = Literal["regression", "improvement", "unchanged", "new"]
+# Most severe first (the order reports list them in); the first two are changes beyond the threshold.
+VERDICT_KINDS: tuple[VerdictKind, ...] = ("regression", "improvement", "new", "unchanged")
+CHANGE_KINDS: frozenset[VerdictKind] = frozenset({"regression", "improvement"})
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,7 @@ class Verdict:
     """The comparison of one metric with its baseline."""
 
     metric: str
-    kind: Literal["regression", "improvement", "unchanged", "new"]
+    kind: VerdictKind
     baseline_median: float | None
     current_median: float | None
     ratio: float | None

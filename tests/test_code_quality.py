@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Modules that run inside rank processes (or are imported by them): no pytest import allowed.
-RANK_SIDE = ["world/rank.py", "world/execute.py", "world/zygote.py", "world/messages.py", "world/registry.py",
-             "world/lifetime.py", "world/backend.py", "bench.py", "dist_info.py", "results.py", "strategies",
-             "robust", "measure", "models.py", "data", "reference.py"]
+# Modules that run inside rank processes (or are imported by them), and the parent-side engine and
+# results pipeline that only the plugin wraps: no pytest import allowed.
+RANK_SIDE = ["world", "bench.py", "dist_info.py", "results.py", "stats.py", "comm.py", "strategies", "robust",
+             "measure", "models.py", "data", "reference.py", "case_results.py", "gate.py", "run_facts.py",
+             "baseline"]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
@@ -27,6 +28,12 @@ def test_ruff_is_clean() -> None:
 
 def test_mypy_is_clean() -> None:
     result = _run("mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_engine_config_and_plugin_pass_mypy_strict() -> None:
+    targets = ["pytest_dmlbench/plugin.py", "pytest_dmlbench/config.py", "pytest_dmlbench/world/"]
+    result = _run("mypy", "--strict", *targets)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

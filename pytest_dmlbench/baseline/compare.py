@@ -15,17 +15,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from pytest_dmlbench.baseline.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
 from pytest_dmlbench.baseline.mannwhitney import Alternative, MannWhitneyResult, mann_whitney_u
+from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.results import CaseResult, MetricResult, RunResults, Verdict
+from pytest_dmlbench.results import CHANGE_KINDS, CaseResult, MetricResult, RunResults, Verdict, VerdictKind
+from pytest_dmlbench.stats import median
 
-VerdictKind = Literal["regression", "improvement", "unchanged", "new"]
-
-DEFAULT_THRESHOLD_PCT = 10.0
 DEFAULT_ALPHA = 0.01
+# Shown in every verdict message; ``{nodeid}`` is the case, shell-quoted.
+REFRESH_COMMAND = "pytest --dmlbench {nodeid} --dmlbench-save"
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,10 @@ class CompareSettings:
 
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
     alpha: float = DEFAULT_ALPHA
-    refresh_command: str = "pytest --dmlbench {nodeid} --dmlbench-save"
+    refresh_command: str = REFRESH_COMMAND
 
     def __post_init__(self) -> None:
-        check_threshold(self.threshold_pct, "--dmlbench-threshold")
+        parse_threshold(self.threshold_pct, "--dmlbench-threshold")
         if not (isinstance(self.alpha, float | int) and 0.0 < self.alpha < 1.0):
             raise ConfigError(f"alpha must be a number between 0 and 1 (exclusive), got {self.alpha!r}")
 
@@ -45,14 +45,7 @@ class CompareSettings:
         """Per-case threshold (marker ``threshold=``) beats the run default."""
         if case.threshold_pct is None:
             return self.threshold_pct
-        return check_threshold(case.threshold_pct, f"threshold of {case.nodeid}")
-
-
-def check_threshold(value: object, where: str) -> float:
-    """A threshold is a finite percentage >= 0; anything else is a ConfigError naming where it came from."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{where}: threshold must be a percentage >= 0 (e.g. 10 for 10 %), got {value!r}")
-    return float(value)
+        return parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}")
 
 
 def format_quantity(value: float | None, unit: str) -> str:
@@ -75,12 +68,6 @@ def format_quantity(value: float | None, unit: str) -> str:
 def _finite(samples: Sequence[float]) -> tuple[list[float], int]:
     kept = [s for s in samples if not math.isnan(s)]
     return kept, len(samples) - len(kept)
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
 def _ratio(current: float, baseline: float) -> float:
@@ -123,7 +110,7 @@ def compare_metric(
     current: MetricResult,
     threshold_pct: float,
     alpha: float = DEFAULT_ALPHA,
-    refresh_command: str = "pytest --dmlbench ... --dmlbench-save",
+    refresh_command: str = REFRESH_COMMAND.format(nodeid="..."),
 ) -> Verdict | None:
     """The verdict on one metric, or None for a metric without a better direction (never compared)."""
     better = current.better if current.better is not None else (baseline.better if baseline else None)
@@ -131,7 +118,7 @@ def compare_metric(
         return None
     unit = current.unit
     cur, cur_nan = _finite(current.samples)
-    cur_median = _median(cur) if cur else None
+    cur_median = median(cur) if cur else None
     if baseline is None:
         return Verdict(
             current.name,
@@ -155,7 +142,7 @@ def compare_metric(
         return Verdict(
             current.name,
             "unchanged",
-            _median(base) if base else None,
+            median(base) if base else None,
             cur_median,
             None,
             threshold_pct,
@@ -163,7 +150,7 @@ def compare_metric(
             f"{current.name}: not compared, no finite {side} samples{dropped}",
         )
 
-    base_median = _median(base)
+    base_median = median(base)
     assert cur_median is not None
     ratio = _ratio(cur_median, base_median)
     bad_pct = _bad_change_pct(ratio, better)
@@ -252,7 +239,7 @@ def compare_run(baseline: RunResults, current: RunResults, settings: CompareSett
 
 def failing_verdicts(verdicts: Iterable[Verdict], fail_on_improvement: bool = False) -> list[Verdict]:
     """The verdicts that fail a test item: regressions, and improvements if asked (stale baselines)."""
-    failing = {"regression", "improvement"} if fail_on_improvement else {"regression"}
+    failing = CHANGE_KINDS if fail_on_improvement else {"regression"}
     return [v for v in verdicts if v.kind in failing]
 
 

@@ -64,7 +64,7 @@ def _torch_facts() -> dict[str, Any]:
     facts: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "nccl": None, "gpus": []}
     if torch.cuda.is_available():
         facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        version = torch.cuda.nccl.version()
+        version = torch.cuda.nccl.version()  # type: ignore[no-untyped-call,unused-ignore]
         facts["nccl"] = (
             ".".join(str(part) for part in version) if isinstance(version, tuple) else str(version)
         )

@@ -8,6 +8,8 @@ GB/s (1 GB = 1e9 bytes) and ``busbw = algbw x factor`` with the factor of :func:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pytest_dmlbench.measure.clock import now
 
 GB = 1e9
@@ -35,7 +37,8 @@ def bus_factor(op: str, world_size: int) -> float:
         raise ValueError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVES)}")
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
-    return float(_FACTORS[op](world_size))
+    factor: Callable[[int], float] = _FACTORS[op]
+    return float(factor(world_size))
 
 
 def algbw_gbps(nbytes: int, seconds: float) -> float:

@@ -45,7 +45,7 @@ def _torch_fn(op: str) -> Callable[..., Any]:
         "all_to_all": ("all_to_all_single",),
     }[op]
     for name in names:
-        fn = getattr(dist, name, None)
+        fn: Callable[..., Any] | None = getattr(dist, name, None)
         if fn is not None:
             return fn
     raise RuntimeError(f"this torch has none of {names} for {op!r}")

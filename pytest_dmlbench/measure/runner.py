@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pytest_dmlbench.comm import CommCounter, instrument_collectives
 from pytest_dmlbench.measure.clock import now
-from pytest_dmlbench.measure.collectives import CommCounter, instrument_collectives
-from pytest_dmlbench.measure.memory import PeakMemoryWatch
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
 from pytest_dmlbench.results import MetricResult
+from pytest_dmlbench.stats import median
 
 
 def _synchronizer(device: Any) -> Callable[[], None] | None:
@@ -79,15 +79,17 @@ def time_callable(
     return TimedCall(samples=[row[0] for row in rows], result=last[0], iterations=iterations)
 
 
-class Strategy(Protocol):
+class Steppable(Protocol):
+    """Anything with a training step (a :class:`pytest_dmlbench.strategies.Strategy`, or a test double)."""
+
     def step(self, inputs: Any, targets: Any, loss_fn: Callable[..., Any]) -> float: ...
 
 
 StepFn = Callable[[Any, Any, Callable[..., Any]], float]
 
 
-def _step_fn(strategy: Strategy | StepFn, role: str) -> StepFn:
-    step = getattr(strategy, "step", None)
+def _step_fn(strategy: Steppable | StepFn, role: str) -> StepFn:
+    step: StepFn | None = getattr(strategy, "step", None)
     if callable(step):
         return step
     if callable(strategy):
@@ -102,13 +104,12 @@ class TrainingResult:
     """Every training metric of one benchmark, plus what a report may want to show beside them.
 
     ``exposed_comm_fraction`` samples are per pair of rounds, ``1 - T(twin)/T(step)``;
-    ``exposed_comm_fraction_of_medians`` is ``1 - median T(twin) / median T(step)`` (DESIGN section 5).
+    ``exposed_comm_fraction_of_medians`` is ``1 - median T(twin) / median T(step)``.
     """
 
     metrics: dict[str, MetricResult]
     losses: list[float]
     exposed_comm_fraction_of_medians: float | None
-    rss_reset: bool
     twin_time_s: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -125,22 +126,18 @@ def unseen_communication(strategy: object) -> str | None:
         return (
             "DDP without a Python communication hook all-reduces in C++, out of sight of the collective "
             "instrumentation: comm_bytes_per_step and comm_busy_fraction are not reported. Register "
-            "pytest_dmlbench.measure.collectives.counting_comm_hook() on the model to count them."
+            "pytest_dmlbench.comm.counting_comm_hook() on the model to count them."
         )
     return None
 
 
-def _median(values: Sequence[float]) -> float:
-    return MetricResult.of("step_time_s", values).stats.median
-
-
 def benchmark_training(
-    strategy: Strategy | StepFn,
+    strategy: Steppable | StepFn,
     batches: Iterable[tuple[Any, Any]],
     *,
     global_batch_size: int,
     loss_fn: Callable[..., Any],
-    twin: Strategy | StepFn | None = None,
+    twin: Steppable | StepFn | None = None,
     plan: RoundPlan | None = None,
     device: Any = None,
     group: Any = None,
@@ -152,8 +149,7 @@ def benchmark_training(
     round to round so that drift and order effects cancel. Metrics: ``step_time_s``,
     ``throughput_samples_per_s`` (``global_batch_size`` / step time), ``comm_busy_fraction`` and
     ``comm_bytes_per_step`` (instrumented collectives; max over ranks; left out, with a note, for DDP
-    without a Python communication hook, whose traffic is invisible), ``peak_rss_mb`` (whole benchmark,
-    max over ranks), ``peak_cuda_mb`` on CUDA, and with a twin ``exposed_comm_fraction`` and
+    without a Python communication hook, whose traffic is invisible), and with a twin ``exposed_comm_fraction`` and
     ``compute_comm_ratio`` (``T(twin) / (T(step) - T(twin))``, inf when nothing is exposed).
     """
     if global_batch_size < 1:
@@ -194,13 +190,10 @@ def benchmark_training(
         losses.append(loss)
         return step_time, twin_time, busy / step_time if step_time > 0 else 0.0, float(nbytes)
 
-    watch = PeakMemoryWatch(device).start()
     with instrument_collectives(counter):
         rows = run_rounds(body, plan, width=4, sync=sync)
-    peak = watch.stop()
     step_times = [r[0] for r in rows]
     twin_times = [r[1] for r in rows]
-    peaks = sync.max([peak.peak_rss_mb or 0.0, peak.peak_cuda_mb or 0.0])
 
     metrics = {
         "step_time_s": MetricResult.of("step_time_s", step_times),
@@ -215,10 +208,6 @@ def benchmark_training(
         metrics["comm_bytes_per_step"] = MetricResult.of("comm_bytes_per_step", [r[3] for r in rows])
     else:
         notes.append(unseen)
-    if peak.peak_rss_mb is not None:
-        metrics["peak_rss_mb"] = MetricResult.of("peak_rss_mb", [peaks[0]])
-    if peak.peak_cuda_mb is not None:
-        metrics["peak_cuda_mb"] = MetricResult.of("peak_cuda_mb", [peaks[1]])
     of_medians: float | None = None
     if twin_step is not None:
         pairs = list(zip(step_times, twin_times, strict=True))
@@ -228,12 +217,11 @@ def benchmark_training(
         metrics["compute_comm_ratio"] = MetricResult.of(
             "compute_comm_ratio", [tw / (st - tw) if st > tw else float("inf") for st, tw in pairs]
         )
-        of_medians = 1.0 - _median(twin_times) / _median(step_times)
+        of_medians = 1.0 - median(twin_times) / median(step_times)
     return TrainingResult(
         metrics=metrics,
         losses=losses,
         exposed_comm_fraction_of_medians=of_medians,
-        rss_reset=peak.rss_reset,
         twin_time_s=twin_times if twin_step is not None else [],
         notes=notes,
     )

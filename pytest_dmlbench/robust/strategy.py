@@ -43,13 +43,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.robust.api import AGGREGATORS, ATTACKS, aggregate, attack
 from pytest_dmlbench.robust.integrity import ModelHashChain, UpdateVerifier, sign_update
 from pytest_dmlbench.robust.pre import PreSpec
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 SIGNATURE_BYTES = 32
@@ -73,10 +73,6 @@ class RobustStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         aggregator: str = "median",
         f: int = 0,
         attack: str | None = None,
@@ -88,21 +84,9 @@ class RobustStrategy(Strategy):
         integrity: bool = False,
         session_secret: bytes | None = None,
         tamper_ranks: Sequence[int] = (),
+        **common: Any,
     ) -> None:
-        options: dict[str, Any] = {
-            "aggregator": aggregator,
-            "f": f,
-            "attack": attack,
-            "byzantine_ranks": None if byzantine_ranks is None else list(byzantine_ranks),
-            "aggregator_params": dict(aggregator_params or {}),
-            "attack_params": dict(attack_params or {}),
-            "pre": pre,
-            "clients_per_rank": clients_per_rank,
-            "integrity": integrity,
-            "session_secret": session_secret,
-            "tamper_ranks": list(tamper_ranks),
-        }
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, **common)
         if aggregator not in AGGREGATORS:
             raise ConfigError(f"robust: unknown aggregator {aggregator!r}; valid: {', '.join(AGGREGATORS)}")
         if attack is not None and attack not in ATTACKS:
@@ -156,7 +140,7 @@ class RobustStrategy(Strategy):
         secret = torch.frombuffer(bytearray(secrets.token_bytes(_SECRET_BYTES)), dtype=torch.uint8)
         if self.communicate and self.world_size > 1:
             secret = secret.to(self.device)
-            comm.broadcast(secret, 0)
+            dist.broadcast(secret, 0)
         return bytes(secret.cpu().tolist())
 
     # ------------------------------------------------------------------------------------------ step
@@ -208,12 +192,12 @@ class RobustStrategy(Strategy):
             stack = rows.repeat(self.world_size, 1)
             return stack, None if signatures is None else signatures.repeat(self.world_size, 1)
         parts = [torch.empty_like(rows) for _ in range(self.world_size)]
-        comm.all_gather(parts, rows.contiguous())
+        dist.all_gather(parts, rows.contiguous())
         gathered = None
         if signatures is not None:
             mine = signatures.to(self.device)
             tag_parts = [torch.empty_like(mine) for _ in range(self.world_size)]
-            comm.all_gather(tag_parts, mine)
+            dist.all_gather(tag_parts, mine)
             gathered = torch.cat(tag_parts).cpu()
         return torch.cat(parts), gathered
 

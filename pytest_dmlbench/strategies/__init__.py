@@ -11,10 +11,9 @@ from __future__ import annotations
 from pytest_dmlbench.strategies.base import (
     LossFn,
     Strategy,
-    StrategyProtocol,
     available,
     build,
     register,
 )
 
-__all__ = ["LossFn", "Strategy", "StrategyProtocol", "available", "build", "register"]
+__all__ = ["LossFn", "Strategy", "available", "build", "register"]

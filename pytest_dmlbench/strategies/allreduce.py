@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 
@@ -28,23 +28,16 @@ class AllReduceStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         broadcast_buffers: bool = True,
+        **common: Any,
     ) -> None:
-        options: dict[str, Any] = {"broadcast_buffers": broadcast_buffers}
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, **common)
         self.broadcast_buffers = broadcast_buffers
         self._broadcast_parameters_from(0)
         self.optimizer = self._optimizer(self.model.parameters())
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        x = self._to_device(inputs, "inputs")
-        y = self._to_device(targets, "targets")
-        if self.broadcast_buffers:
-            self._broadcast_buffers_from(0)
+        x, y = self._begin_step(inputs, targets, self.broadcast_buffers)
         self.optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(self.model(x), y)
         loss.backward()
@@ -60,5 +53,5 @@ class AllReduceStrategy(Strategy):
             if param.grad is None:
                 param.grad = torch.zeros_like(param)
             if self.communicate:
-                comm.all_reduce(param.grad)
+                dist.all_reduce(param.grad)
             param.grad.div_(self.world_size)

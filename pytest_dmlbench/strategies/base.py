@@ -7,7 +7,7 @@ equals one single-process SGD step on the whole global batch (exactly for models
 layers; BatchNorm normalises per shard, as under DDP).
 
 Every strategy counts the bytes it hands to communication operations during a step
-(``comm_bytes_last_step``, from :mod:`pytest_dmlbench.strategies.comm`) and can be built as its
+(``comm_bytes_last_step``, counted by :mod:`pytest_dmlbench.comm`) and can be built as its
 no-communication twin (``communicate=False``, or :meth:`Strategy.twin`): the same computation with the
 communication left out, used to measure exposed communication. A twin does not train correctly.
 """
@@ -18,29 +18,18 @@ import abc
 import copy
 import importlib
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from pytest_dmlbench import comm
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies import comm
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 StrategyFactory = Callable[..., "Strategy"]
 
-
-@runtime_checkable
-class StrategyProtocol(Protocol):
-    """What callers of :func:`build` rely on."""
-
-    model: nn.Module
-    comm_bytes_last_step: int
-
-    def step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float: ...
-
-    def twin(self) -> StrategyProtocol: ...
 
 
 class Strategy(abc.ABC):
@@ -65,7 +54,6 @@ class Strategy(abc.ABC):
         momentum: float = 0.0,
         communicate: bool = True,
         device: torch.device | str | None = None,
-        options: dict[str, Any] | None = None,
     ) -> None:
         require_process_group(self.name)
         if lr <= 0:
@@ -78,7 +66,8 @@ class Strategy(abc.ABC):
         self.lr = lr
         self.momentum = momentum
         self.communicate = communicate
-        self.options: dict[str, Any] = dict(options or {})
+        # The strategy's own options as given to build(); twin() rebuilds from exactly these.
+        self.build_options: dict[str, Any] | None = None
         self.model = model.to(self.device)
         self.data_rank: int | None = self.rank
         self.data_world_size = self.world_size
@@ -87,30 +76,41 @@ class Strategy(abc.ABC):
 
     def step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
         """Run one training step on this rank's shard and return this rank's shard loss."""
-        with comm.counting() as count:
+        with comm.instrument_collectives() as count:
             loss = self._step(inputs, targets, loss_fn)
-        self.comm_bytes_last_step = count.total
-        self.comm_bytes_by_op = dict(count.by_op)
+        self.comm_bytes_last_step = count.bytes
+        self.comm_bytes_by_op = count.bytes_by_op
         return loss
 
     @abc.abstractmethod
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        """The step itself; communication must go through :mod:`pytest_dmlbench.strategies.comm`."""
+        """The step itself; communication through ``torch.distributed`` module attributes (counted)."""
 
     def twin(self) -> Strategy:
         """A new strategy of the same kind and options on a copy of the model, without communication.
 
         Must be called on every rank (building some strategies is itself collective, e.g. DDP).
         """
-        return build(
-            self.name,
-            copy.deepcopy(self.model),
-            lr=self.lr,
-            momentum=self.momentum,
-            communicate=False,
-            device=self.device,
-            **self.options,
-        )
+        if self.build_options is None:
+            raise ConfigError(
+                f"this {type(self).__name__} was constructed directly, so its options are unknown; "
+                f"make it with pytest_dmlbench.strategies.build({self.name!r}, ...) to be able to build its twin"
+            )
+        options = {**self.build_options, "communicate": False, "device": self.device}
+        return build(self.name, copy.deepcopy(self._model_for_twin()), lr=self.lr, momentum=self.momentum, **options)
+
+    def _model_for_twin(self) -> nn.Module:
+        """The module a twin is built around (a copy is taken): the model this strategy was built with."""
+        return self.model
+
+    def _begin_step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None,
+                    sync_buffers: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs on the device, and rank 0's buffers taken when ``sync_buffers``."""
+        x = self._to_device(inputs, "inputs")
+        y = self._to_device(targets, "targets")
+        if sync_buffers:
+            self._broadcast_buffers_from(0)
+        return x, y
 
     def _broadcast_buffers_from(self, src: int) -> None:
         """DDP's buffer rule: before the forward, every rank takes ``src``'s buffers (BatchNorm stats)."""
@@ -133,6 +133,16 @@ class Strategy(abc.ABC):
         return tensor.to(self.device, non_blocking=True)
 
 
+# The constructor arguments every strategy takes (passed through to :class:`Strategy`).
+COMMON_OPTIONS = ("lr", "momentum", "communicate", "device")
+
+
+def split_common_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``options`` as (arguments of :class:`Strategy` itself, the strategy's own)."""
+    common = {k: v for k, v in options.items() if k in COMMON_OPTIONS}
+    return common, {k: v for k, v in options.items() if k not in COMMON_OPTIONS}
+
+
 def require_process_group(name: str) -> None:
     """Raise a clear error when no default process group is initialised."""
     if not dist.is_available() or not dist.is_initialized():
@@ -152,13 +162,13 @@ def resolve_device(device: torch.device | str | None) -> torch.device:
 
 
 def broadcast_coalesced(tensors: Sequence[torch.Tensor], src: int, group: dist.ProcessGroup | None = None) -> None:
-    """Overwrite ``tensors`` with ``src``'s values: one broadcast per dtype, through :mod:`comm`."""
+    """Overwrite ``tensors`` with ``src``'s values: one broadcast per dtype."""
     by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
     for tensor in tensors:
         by_dtype.setdefault(tensor.dtype, []).append(tensor)
     for group_tensors in by_dtype.values():
         flat = torch.cat([t.detach().reshape(-1) for t in group_tensors])
-        comm.broadcast(flat, src, group=group)
+        dist.broadcast(flat, src, group=group)
         offset = 0
         for tensor in group_tensors:
             n = tensor.numel()
@@ -220,4 +230,5 @@ def build(name: str, model: nn.Module, *, lr: float, momentum: float = 0.0, **op
     strategy = factory(model, lr=lr, momentum=momentum, **options)
     if not isinstance(strategy, Strategy):
         raise ConfigError(f"strategy factory for {name!r} returned {type(strategy).__name__}, not a Strategy")
+    strategy.build_options = {k: v for k, v in options.items() if k not in ("communicate", "device")}
     return strategy

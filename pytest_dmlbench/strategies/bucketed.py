@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 
@@ -77,15 +77,11 @@ class BucketedStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         bucket_mb: float = 25.0,
         broadcast_buffers: bool = True,
+        **common: Any,
     ) -> None:
-        options: dict[str, Any] = {"bucket_mb": bucket_mb, "broadcast_buffers": broadcast_buffers}
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, **common)
         self.broadcast_buffers = broadcast_buffers
         self._broadcast_parameters_from(0)
         params = [p for p in self.model.parameters() if p.requires_grad][::-1]
@@ -140,13 +136,10 @@ class BucketedStrategy(Strategy):
         """Start the sum of ``buffer`` over ranks; returns the work handle (``None``: nothing to wait)."""
         if not self.communicate:
             return None
-        return comm.all_reduce(buffer, async_op=True)
+        return dist.all_reduce(buffer, async_op=True)
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        x = self._to_device(inputs, "inputs")
-        y = self._to_device(targets, "targets")
-        if self.broadcast_buffers:
-            self._broadcast_buffers_from(0)
+        x, y = self._begin_step(inputs, targets, self.broadcast_buffers)
         self.optimizer.zero_grad(set_to_none=True)
         for bucket in self.buckets:
             bucket.filled.clear()

@@ -15,9 +15,9 @@
 
 All three (with ``broadcast_buffers``, default) also broadcast rank 0's buffers before every forward: the
 buffers' bytes. The no-communication twin uses ``noop_hook`` and does not broadcast buffers.
-Collectives issued by the hooks go through :mod:`pytest_dmlbench.strategies.comm` for the duration of a
-step (``comm.routed_torch_all_reduce``); the buffer broadcast is issued by DDP's C++ side and is added to
-the byte count from the buffer sizes.
+Collectives issued by the hooks are Python-level ``torch.distributed`` calls, counted by
+:mod:`pytest_dmlbench.comm` like any other; the buffer broadcast is issued by DDP's C++ side and is added
+to the byte count from the buffer sizes (:func:`pytest_dmlbench.comm.account`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from pytest_dmlbench.strategies import comm
-from pytest_dmlbench.strategies.base import LossFn, Strategy, register
+from pytest_dmlbench import comm
+from pytest_dmlbench.strategies.base import LossFn, Strategy, register, split_common_options
 
 # torch renamed DDP's per-forward buffer broadcast switch; both spellings keep the broadcast at init.
 _BUFFER_SYNC_ARGUMENT = (
@@ -52,18 +52,13 @@ class DDPStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         bucket_mb: float = 25.0,
         broadcast_buffers: bool = True,
-        **hook_options: Any,
+        **options: Any,
     ) -> None:
-        options: dict[str, Any] = {"bucket_mb": bucket_mb, "broadcast_buffers": broadcast_buffers}
-        options.update(hook_options)
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
-        sync_buffers = broadcast_buffers and communicate
+        common, hook_options = split_common_options(options)
+        super().__init__(model, **common)
+        sync_buffers = broadcast_buffers and self.communicate
         buffer_sync: dict[str, Any] = {_BUFFER_SYNC_ARGUMENT: sync_buffers}
         self.ddp = DistributedDataParallel(
             self.model,
@@ -71,7 +66,7 @@ class DDPStrategy(Strategy):
             bucket_cap_mb=bucket_mb,
             **buffer_sync,
         )
-        if communicate:
+        if self.communicate:
             self._register_hook(**hook_options)
         else:
             self.ddp.register_comm_hook(None, noop_hook)
@@ -84,12 +79,10 @@ class DDPStrategy(Strategy):
         self.ddp.register_comm_hook(None, default_hooks.allreduce_hook)
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        x = self._to_device(inputs, "inputs")
-        y = self._to_device(targets, "targets")
+        x, y = self._begin_step(inputs, targets, sync_buffers=False)
         self.optimizer.zero_grad(set_to_none=True)
-        with comm.routed_torch_all_reduce():
-            loss = loss_fn(self.ddp(x), y)
-            loss.backward()
+        loss = loss_fn(self.ddp(x), y)
+        loss.backward()
         self.optimizer.step()
         if self._buffer_bytes:
             comm.account("broadcast", self._buffer_bytes)

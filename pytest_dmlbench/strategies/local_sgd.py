@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 
@@ -31,16 +31,12 @@ class LocalSGDStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         period: int = 1,
+        **common: Any,
     ) -> None:
         if not isinstance(period, int) or period < 1:
             raise ConfigError(f"local_sgd period must be an integer >= 1, got {period!r}")
-        options: dict[str, Any] = {"period": period}
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, **common)
         self.period = period
         self.steps_done = 0
         self._broadcast_parameters_from(0)
@@ -52,8 +48,7 @@ class LocalSGDStrategy(Strategy):
         return self.steps_done % self.period == 0
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        x = self._to_device(inputs, "inputs")
-        y = self._to_device(targets, "targets")
+        x, y = self._begin_step(inputs, targets, sync_buffers=False)
         self.optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(self.model(x), y)
         loss.backward()
@@ -74,7 +69,7 @@ class LocalSGDStrategy(Strategy):
                 flat = torch.cat([t.detach().reshape(-1) for t in group])
                 if not self.communicate:
                     continue
-                comm.all_reduce(flat)
+                dist.all_reduce(flat)
                 flat.div_(self.world_size)
                 offset = 0
                 for tensor in group:

@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, broadcast_coalesced, register
 
 SERVER_RANK = 0
@@ -41,18 +41,11 @@ class ParameterServerStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         dedicated_server: bool = False,
         broadcast_buffers: bool = True,
+        **common: Any,
     ) -> None:
-        options: dict[str, Any] = {
-            "dedicated_server": dedicated_server,
-            "broadcast_buffers": broadcast_buffers,
-        }
-        super().__init__(model, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options)
+        super().__init__(model, **common)
         if dedicated_server and self.world_size < 2:
             raise ConfigError(
                 "ps with dedicated_server=True needs world_size >= 2 (one server plus workers); "
@@ -105,7 +98,7 @@ class ParameterServerStrategy(Strategy):
         if not self.communicate:
             return flat_grad
         received = [torch.empty_like(flat_grad) for _ in range(self.world_size)] if self.is_server else None
-        comm.gather(flat_grad, received, dst=SERVER_RANK)
+        dist.gather(flat_grad, received, dst=SERVER_RANK)
         if received is None:
             return flat_grad
         workers = received[1:] if self.dedicated_server else received

@@ -29,7 +29,6 @@ Tested for: output, loss and gradients equal the unsplit model's, micro-batching
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
@@ -37,7 +36,6 @@ import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies import comm
 from pytest_dmlbench.strategies.base import (
     LossFn,
     Strategy,
@@ -98,12 +96,9 @@ class PipelineStrategy(Strategy):
         self,
         model: nn.Module,
         *,
-        lr: float,
-        momentum: float = 0.0,
-        communicate: bool = True,
-        device: torch.device | str | None = None,
         stages: int = 2,
         micro_batches: int = 1,
+        **common: Any,
     ) -> None:
         require_process_group(self.name)
         world_size, rank = dist.get_world_size(), dist.get_rank()
@@ -121,10 +116,7 @@ class PipelineStrategy(Strategy):
         self.replica = rank // stages
         self.replicas = world_size // stages
         stage_module = split_stages(model, stages)[self.stage]
-        options: dict[str, Any] = {"stages": stages, "micro_batches": micro_batches}
-        super().__init__(
-            stage_module, lr=lr, momentum=momentum, communicate=communicate, device=device, options=options
-        )
+        super().__init__(stage_module, **common)
         self.data_rank = self.replica
         self.data_world_size = self.replicas
         self.is_first = self.stage == 0
@@ -135,7 +127,7 @@ class PipelineStrategy(Strategy):
                 group = dist.new_group([s + k * stages for k in range(self.replicas)])
                 if s == self.stage:
                     self._stage_group = group
-            if communicate:
+            if self.communicate:
                 tensors = [*self.model.parameters(), *self.model.buffers()]
                 if tensors:
                     broadcast_coalesced(tensors, self.stage, group=self._stage_group)
@@ -147,17 +139,13 @@ class PipelineStrategy(Strategy):
         """The no-communication twin on a copy of the whole model; collective (call on every rank)."""
         if not self.is_first and self._input_shape is None:
             raise ConfigError("run one communicating pipeline step before building its twin (shapes unknown)")
-        twin = PipelineStrategy(
-            copy.deepcopy(self._full_model),
-            lr=self.lr,
-            momentum=self.momentum,
-            communicate=False,
-            device=self.device,
-            stages=self.stages,
-            micro_batches=self.micro_batches,
-        )
+        twin = super().twin()
+        assert isinstance(twin, PipelineStrategy)
         twin._input_shape = self._input_shape
         return twin
+
+    def _model_for_twin(self) -> nn.Module:
+        return self._full_model
 
     def _micro(self, tensor: torch.Tensor | None, what: str) -> list[torch.Tensor]:
         full = self._to_device(tensor, what)
@@ -193,7 +181,7 @@ class PipelineStrategy(Strategy):
             else:
                 grad = torch.empty_like(stage_outputs[m])
                 if self.communicate:
-                    comm.recv(grad, self.rank + 1)
+                    dist.recv(grad, self.rank + 1)
                 else:
                     grad.zero_()
                 stage_outputs[m].backward(grad)
@@ -214,8 +202,8 @@ class PipelineStrategy(Strategy):
             return []
         works = []
         if header:
-            works.append(comm.isend(_encode_header(tensor), dst))
-        works.append(comm.isend(tensor.contiguous(), dst))
+            works.append(dist.isend(_encode_header(tensor), dst))
+        works.append(dist.isend(tensor.contiguous(), dst))
         return works
 
     def _wait(self, works: list[Any]) -> None:
@@ -227,12 +215,12 @@ class PipelineStrategy(Strategy):
         if self.communicate:
             if first:
                 header = torch.empty(_HEADER_LEN, dtype=torch.int64, device=self.device)
-                comm.recv(header, self.rank - 1)
+                dist.recv(header, self.rank - 1)
                 self._input_shape = _decode_header(header)
             assert self._input_shape is not None
             shape, dtype = self._input_shape
             activation = torch.empty(shape, dtype=dtype, device=self.device)
-            comm.recv(activation, self.rank - 1)
+            dist.recv(activation, self.rank - 1)
             return activation
         if self._input_shape is None:
             raise ConfigError("a no-communication pipeline stage needs recorded shapes: build it with twin()")
@@ -247,7 +235,7 @@ class PipelineStrategy(Strategy):
             return
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
         if self.communicate:
-            comm.all_reduce(flat, group=self._stage_group)
+            dist.all_reduce(flat, group=self._stage_group)
         flat.div_(self.replicas)
         offset = 0
         for p in params:

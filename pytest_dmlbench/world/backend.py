@@ -39,11 +39,6 @@ def cuda_device_count() -> int:
     """Visible CUDA devices, counted through NVML so that CUDA is not initialised (forking stays safe)."""
     import torch
 
-    if not torch.backends.cuda.is_built():
+    if not torch.backends.cuda.is_built():  # type: ignore[no-untyped-call]
         return 0
     return int(torch.cuda.device_count())
-
-
-def threads_per_rank(cores: int, world_size: int, workers: int = 1) -> int:
-    """Intra-op threads for each rank so that all ranks of all workers share the cores without oversubscribing."""
-    return max(1, cores // max(1, world_size * workers))

@@ -9,6 +9,7 @@ import random
 import sys
 import time
 import traceback
+import zlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -17,6 +18,11 @@ from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.world.groups import GroupWatch
 from pytest_dmlbench.world.guard import StateSnapshot, Unrestorable, snapshot
 from pytest_dmlbench.world.messages import RankOutcome, Status
+
+
+def case_seed(nodeid: str) -> int:
+    """A per-case seed that is the same in every run and process (rank r adds r)."""
+    return zlib.crc32(nodeid.encode("utf-8")) & 0x7FFFFFFF
 
 
 def seed_everything(seed: int) -> None:
@@ -66,7 +72,6 @@ def execute_case(
     arguments: Callable[[Any], dict[str, Any]],
     *,
     seed: int,
-    options: dict[str, Any],
     measure_memory: bool,
     clean_state: StateSnapshot | None = None,
 ) -> RankOutcome:
@@ -78,7 +83,7 @@ def execute_case(
     """
     state = clean_state if clean_state is not None else snapshot()
     groups = GroupWatch.start()
-    outcome = _run_body(case_id, dist, func, arguments, seed=seed, options=options, measure_memory=measure_memory)
+    outcome = _run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory)
     return replace(outcome, **after_case(state, groups))
 
 
@@ -89,18 +94,17 @@ def _run_body(
     arguments: Callable[[Any], dict[str, Any]],
     *,
     seed: int,
-    options: dict[str, Any],
     measure_memory: bool,
 ) -> RankOutcome:
     from pytest_dmlbench.bench import RankBench
 
     start = time.perf_counter()
-    bench = RankBench(dist, options)
+    bench = RankBench(dist)
     try:
         kwargs = arguments(bench)
         seed_everything(seed + dist.rank)
         bench.begin_case(measure_memory=measure_memory)
-        result = func(**kwargs)
+        func(**kwargs)
         bench.end_case()
     except BaseException as exc:
         status = classify(exc)
@@ -112,10 +116,15 @@ def _run_body(
             traceback=format_exception(exc) if status == "failed" else "",
             duration_s=time.perf_counter() - start,
         )
-    payload = bench.payload()
-    if result is not None:
-        payload["returned"] = repr(result)[:200]
-    return RankOutcome(case_id, dist.rank, "passed", duration_s=time.perf_counter() - start, payload=payload)
+    return RankOutcome(
+        case_id,
+        dist.rank,
+        "passed",
+        duration_s=time.perf_counter() - start,
+        metrics=dict(bench.metrics),
+        peak_memory=bench.peak_memory,
+        notes=tuple(bench.notes),
+    )
 
 
 def after_case(state: StateSnapshot, groups: GroupWatch) -> dict[str, Any]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from pytest_dmlbench.measure.memory import PeakMemory
+from pytest_dmlbench.results import MetricResult
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ class Ready:
 
 
 @dataclass(frozen=True)
-class RunCase:
-    """Parent -> ranks: run the registered case ``nodeid``."""
+class CaseRequest:
+    """Parent -> ranks: run the registered case ``nodeid`` with these arguments and seed."""
 
     case_id: int
     nodeid: str
@@ -68,7 +71,6 @@ class RunCase:
     registry_args: tuple[str, ...]
     pickled_args: bytes
     measure_memory: bool
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 Status = Literal["passed", "failed", "skipped", "xfailed"]
@@ -76,7 +78,11 @@ Status = Literal["passed", "failed", "skipped", "xfailed"]
 
 @dataclass(frozen=True)
 class RankOutcome:
-    """Rank -> parent: how the case went on this rank."""
+    """Rank -> parent: how the case went on this rank, and what it measured.
+
+    ``metrics`` are the results model's own objects, built once on the rank; ``peak_memory`` is this
+    rank's peak over the case (cases that use the ``dmlbench`` fixture), maxed over ranks by the parent.
+    """
 
     case_id: int
     rank: int
@@ -84,7 +90,9 @@ class RankOutcome:
     message: str = ""
     traceback: str = ""
     duration_s: float = 0.0
-    payload: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, MetricResult] = field(default_factory=dict)
+    peak_memory: PeakMemory | None = None
+    notes: tuple[str, ...] = ()
     # Collectives the case issued on the default group (None when unknown), and why this rank's world must
     # be rebuilt before the next case ("" when it need not).
     collectives: int | None = None

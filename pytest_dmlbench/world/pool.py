@@ -34,7 +34,6 @@ class WorldPool:
         self._worlds: dict[tuple[str, int], World] = {}
         self._ids = itertools.count(1)
         self.root = tempfile.mkdtemp(prefix=f"dmlbench-{os.getpid()}-")
-        self.start_times: list[tuple[int, str, float]] = []
         self.cuda_initialised_before_fork = False
 
     def start_zygote(self) -> None:
@@ -58,14 +57,12 @@ class WorldPool:
         fresh = self._new_world(backend, world_size)
         self._worlds[key] = fresh
         fresh.start()
-        self.start_times.append((world_size, backend, fresh.start_s))
         return fresh
 
     def fresh_world(self, backend: str, world_size: int) -> World:
         """A new world of this shape for one case (``isolation="fresh"``); the caller stops it after."""
         world = self._new_world(backend, world_size)
         world.start()
-        self.start_times.append((world_size, backend, world.start_s))
         return world
 
     def _new_world(self, backend: str, world_size: int) -> World:

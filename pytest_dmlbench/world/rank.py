@@ -24,7 +24,7 @@ from pytest_dmlbench.world.execute import execute_case
 from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.guard import StateSnapshot, snapshot
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
-from pytest_dmlbench.world.messages import RankOutcome, Ready, RunCase, Shutdown, WorldSpec
+from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
 
 # Objects replaced at start-up are kept alive so that their finalisers never close a reused descriptor.
@@ -77,7 +77,7 @@ class RankProcess:
         torch.set_num_threads(self.spec.threads)
         if self.spec.backend == "nccl":
             torch.cuda.set_device(self.rank)
-        store = td.FileStore(self.spec.store_path, self.spec.world_size)
+        store = td.FileStore(self.spec.store_path, self.spec.world_size)  # type: ignore[attr-defined,unused-ignore]
         td.init_process_group(
             self.spec.backend,
             store=store,
@@ -99,7 +99,7 @@ class RankProcess:
                 _leave(0)
             if isinstance(message, Shutdown):
                 self._shutdown()
-            if isinstance(message, RunCase):
+            if isinstance(message, CaseRequest):
                 self._send(self.run_case(message))
 
     def _send(self, outcome: RankOutcome) -> None:
@@ -123,7 +123,7 @@ class RankProcess:
             td.destroy_process_group()
         _leave(0)
 
-    def _arguments(self, message: RunCase, bench: Any) -> dict[str, Any]:
+    def _arguments(self, message: CaseRequest, bench: Any) -> dict[str, Any]:
         entry = self.registry[message.nodeid]
         values: dict[str, Any] = pickle.loads(message.pickled_args) if message.pickled_args else {}
         kwargs: dict[str, Any] = {}
@@ -138,7 +138,7 @@ class RankProcess:
                 kwargs[name] = values[name]
         return kwargs
 
-    def run_case(self, message: RunCase) -> RankOutcome:
+    def run_case(self, message: CaseRequest) -> RankOutcome:
         entry = self.registry.get(message.nodeid)
 
         def arguments(bench: Any) -> dict[str, Any]:
@@ -150,7 +150,7 @@ class RankProcess:
             return self._arguments(message, bench)
 
         return execute_case(message.case_id, self.dist, entry.func if entry else _missing, arguments,
-                            seed=message.seed, options=message.options, measure_memory=message.measure_memory,
+                            seed=message.seed, measure_memory=message.measure_memory,
                             clean_state=self.clean_state)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -14,7 +14,7 @@ from typing import cast
 from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.world.agreement import rebuild_reasons, unmatched_collectives
 from pytest_dmlbench.world.lifetime import describe_status
-from pytest_dmlbench.world.messages import RankOutcome, Ready, RunCase, Shutdown, WorldSpec
+from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
 from pytest_dmlbench.world.rank import rank_log_path, rank_stack_path
 from pytest_dmlbench.world.zygote import ZygoteHandle
 
@@ -37,15 +37,14 @@ class RankReport:
 
 
 @dataclass
-class CaseRun:
-    """Every rank's report for one case, and whether the world survived it."""
+class CaseOutcome:
+    """Every rank's report for one case (the parent's view), and whether the world survived it."""
 
     ranks: list[RankReport]
     elapsed_s: float
     timed_out: bool = False
     world_broken: bool = False
     timeout_s: float = 0.0
-    payloads: list[dict[str, object]] = field(default_factory=list)
     unmatched: str = ""  # the ranks issued different numbers of collectives (see world.agreement)
     rebuilt_because: str = ""  # the case destroyed/replaced the default group or left unrestorable state
 
@@ -126,11 +125,11 @@ class World:
         self._log_offsets = [self._size(rank_log_path(self.spec.out_dir, r)) for r in range(self.spec.world_size)]
 
     def run(self, nodeid: str, *, seed: int, registry_args: tuple[str, ...], pickled_args: bytes,
-            measure_memory: bool, options: dict[str, object], timeout_s: float) -> CaseRun:
+            measure_memory: bool, timeout_s: float) -> CaseOutcome:
         """Send the case to every rank and collect each rank's outcome (or death, or stack when stuck)."""
         self._case_counter += 1
         case_id = self._case_counter
-        message = RunCase(case_id, nodeid, seed, registry_args, pickled_args, measure_memory, dict(options))
+        message = CaseRequest(case_id, nodeid, seed, registry_args, pickled_args, measure_memory)
         reports = [RankReport(rank) for rank in range(self.spec.world_size)]
         begin = time.monotonic()
         for conn in self.conns:
@@ -170,8 +169,8 @@ class World:
         for report in reports:
             log = rank_log_path(self.spec.out_dir, report.rank)
             report.output = self._read_new(log, self._log_offsets, report.rank)
-        run = CaseRun(reports, time.monotonic() - begin, timed_out=timed_out, world_broken=self.broken,
-                      timeout_s=timeout_s)
+        run = CaseOutcome(reports, time.monotonic() - begin, timed_out=timed_out, world_broken=self.broken,
+                          timeout_s=timeout_s)
         run.check_agreement()
         if run.world_broken:
             self.kill()

@@ -188,9 +188,9 @@ def test_fail_on_improvement_adds_improvements() -> None:
     assert {v.kind for v in failing_verdicts(verdicts, fail_on_improvement=True)} == {"improvement"}
 
 
-@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, "10"])
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, "abc", True])
 def test_bad_threshold_is_a_config_error(bad: object) -> None:
-    with pytest.raises(ConfigError, match="threshold must be a percentage >= 0"):
+    with pytest.raises(ConfigError, match=r"percentage; give a number >= 0|finite percentage >= 0"):
         CompareSettings(threshold_pct=bad)  # type: ignore[arg-type]
 
 

@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
+from pytest_dmlbench import comm
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies import available, build, comm
+from pytest_dmlbench.strategies import available, build
 from pytest_dmlbench.strategies.bucketed import plan_buckets
 from pytest_dmlbench.strategies.pipeline import balance, split_stages
 
@@ -96,14 +97,26 @@ def test_building_outside_a_process_group_is_a_clear_error(name: str) -> None:
         build(name, nn.Sequential(nn.Linear(1, 1)), lr=0.1)
 
 
-def test_byte_counts_nest_and_stop_at_the_block_end() -> None:
-    with comm.counting() as outer:
-        comm.account("all_reduce", 8)
-        with comm.counting() as inner:
-            comm.account("broadcast", 4)
-    comm.account("all_reduce", 100)
-    assert (outer.total, outer.by_op) == (12, {"all_reduce": 8, "broadcast": 4})
-    assert (inner.total, inner.by_op) == (4, {"broadcast": 4})
+def test_byte_counts_nest_and_stop_at_the_block_end(world1: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes issued out of Python's sight (``account``) reach every active counter, none after its block;
+    a one-rank group hands nothing over, a two-rank one does (``account`` applies the same rule)."""
+
+    class TwoRanks:  # only its size is asked for: dist.get_world_size(group)
+        pass
+
+    import torch.distributed as dist
+
+    original_size = dist.get_world_size
+    monkeypatch.setattr(dist, "get_world_size",
+                        lambda group=None: 2 if isinstance(group, TwoRanks) else original_size(group))
+    with comm.instrument_collectives() as outer:
+        comm.account("all_reduce", 8, TwoRanks())
+        with comm.instrument_collectives() as inner:
+            comm.account("broadcast", 4, TwoRanks())
+            comm.account("broadcast", 100)  # the one-rank world: nothing leaves the process
+    comm.account("all_reduce", 100, TwoRanks())
+    assert (outer.bytes, outer.bytes_by_op) == (12, {"all_reduce": 8, "broadcast": 4})
+    assert (inner.bytes, inner.bytes_by_op) == (4, {"broadcast": 4})
 
 
 def test_nbytes_counts_element_sizes() -> None:
@@ -117,21 +130,6 @@ def test_strategy_from_a_missing_module_is_a_clear_error(monkeypatch: pytest.Mon
     monkeypatch.setitem(base._LAZY_MODULES, "imaginary", "pytest_dmlbench.imaginary_strategy")
     with pytest.raises(ConfigError, match=r"provided by pytest_dmlbench\.imaginary_strategy, which is not installed"):
         build("imaginary", nn.Linear(1, 1), lr=0.1)
-
-
-def test_routing_puts_back_whatever_all_reduce_was(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch.distributed as dist
-
-    def installed_elsewhere(*args: object, **kwargs: object) -> None:
-        raise AssertionError("not called in this test")
-
-    monkeypatch.setattr(dist, "all_reduce", installed_elsewhere)
-    with comm.routed_torch_all_reduce():
-        assert dist.all_reduce is comm.all_reduce
-        with comm.routed_torch_all_reduce():
-            assert dist.all_reduce is comm.all_reduce
-        assert dist.all_reduce is comm.all_reduce
-    assert dist.all_reduce is installed_elsewhere
 
 
 def test_set_interceptor_returns_the_previous_one() -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.world.backend import device_for, select_backend, threads_per_rank
+from pytest_dmlbench.run_facts import RunFacts
+from pytest_dmlbench.world.backend import device_for, select_backend
 from tests.conftest import run_pytest, write_files
 
 
@@ -38,9 +39,9 @@ def test_devices_follow_ranks() -> None:
 
 
 def test_threads_share_the_cores() -> None:
-    assert threads_per_rank(cores=2, world_size=1) == 2
-    assert threads_per_rank(cores=2, world_size=4) == 1
-    assert threads_per_rank(cores=16, world_size=4, workers=2) == 2
+    assert RunFacts(cores=2, workers=1).threads_per_rank(1) == 2
+    assert RunFacts(cores=2, workers=1).threads_per_rank(4) == 1
+    assert RunFacts(cores=16, workers=2).threads_per_rank(4) == 2
 
 
 def test_nccl_without_gpus_is_a_skip_with_reason(tmp_path: Path) -> None:

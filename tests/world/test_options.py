@@ -134,7 +134,7 @@ def test_scaling_world_sizes(top: int, sizes: list[int]) -> None:
 
 
 def test_xdist_worker_count() -> None:
-    from pytest_dmlbench.config import xdist_worker_count
+    from pytest_dmlbench.run_facts import xdist_worker_count
 
     assert xdist_worker_count(None, {}, 8) == 1
     assert xdist_worker_count(3, {}, 8) == 3

@@ -10,8 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from pytest_dmlbench.measure.clock import ManualClock, use_clock
-from pytest_dmlbench.measure.collectives import (
+from pytest_dmlbench.comm import (
     PAYLOAD,
     CommCounter,
     _TimedWork,
@@ -19,6 +18,7 @@ from pytest_dmlbench.measure.collectives import (
     original,
     union_length,
 )
+from pytest_dmlbench.measure.clock import ManualClock, use_clock
 
 
 def test_payload_of_each_collective() -> None:

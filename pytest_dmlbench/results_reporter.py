@@ -3,42 +3,25 @@ writes the run's reports at the end: terminal table, results JSON, GitHub job su
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
-from pytest_dmlbench.config import DmlbenchConfig, xdist_worker_count
+from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.results import CaseResult, RunResults
 
+# The attribute of a TestReport that carries the case's result (a dict, so it crosses xdist's channel).
 REPORT_ATTR = "dmlbench_result"
 
 
-def workers_of(config: pytest.Config) -> int:
-    """xdist workers sharing this machine in this run."""
-    return xdist_worker_count(getattr(config.option, "numprocesses", None), os.environ, os.cpu_count() or 1)
-
-
-def run_facts(config: pytest.Config, settings: DmlbenchConfig) -> dict[str, Any]:
-    """What a run's figures depend on beyond the machine: world size, xdist workers, cores."""
-    workers = workers_of(config)
-    cores = os.cpu_count() or 1
-    return {
-        "world_size": settings.world_size,
-        "xdist_workers": workers,
-        "cores": cores,
-        "oversubscribed": settings.world_size * workers > cores,
-        "threshold_pct": settings.threshold_pct,
-    }
-
-
-class ResultsCollector:
+class ResultsReporter:
     """A pytest plugin object: collects ``CaseResult`` dicts from reports, reports them at the end."""
 
-    def __init__(self, config: pytest.Config, settings: DmlbenchConfig) -> None:
+    def __init__(self, config: pytest.Config, settings: DmlbenchConfig, run: dict[str, Any]) -> None:
         self.config = config
         self.settings = settings
+        self.run = run
         self.cases: list[CaseResult] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -53,7 +36,7 @@ class ResultsCollector:
         return RunResults(
             machine=machine_fingerprint(backends[0]),
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            run=run_facts(self.config, self.settings),
+            run=dict(self.run),
             cases=sorted(self.cases, key=lambda c: c.nodeid),
         )
 

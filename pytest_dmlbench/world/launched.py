@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from pytest_dmlbench.config import parse_world_size
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.errors import ConfigError, WorldError
-from pytest_dmlbench.world.backend import device_for, select_backend
-from pytest_dmlbench.world.execute import execute_case
+from pytest_dmlbench.world.backend import BackendChoice, device_for, select_backend
+from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
+from pytest_dmlbench.world.execute import case_seed, execute_case
 from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.messages import RankOutcome
-from pytest_dmlbench.world.world import CaseRun, RankReport
+from pytest_dmlbench.world.world import CaseOutcome, RankReport
 
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -47,8 +48,8 @@ def launcher_world_size(environ: Mapping[str, str], requested: object) -> int:
     return size
 
 
-class LaunchedWorld:
-    """This process's rank in the launcher's world."""
+class LaunchedEngine:
+    """This process's rank in the launcher's world: runs each case body here, in-process."""
 
     def __init__(self, requested_backend: str, timeout_s: float) -> None:
         import torch
@@ -70,25 +71,39 @@ class LaunchedWorld:
         self.dist = DistInfo(self.rank, self.world_size, self.backend, device)
         self._cases = 0
 
-    def check_same_cases(self, nodeids: list[str]) -> str | None:
-        """None when every rank collected the same cases, else a message naming the ranks that differ."""
+    @property
+    def reports(self) -> bool:
+        """Only rank 0 reports; the verdicts are gathered from every rank."""
+        return self.rank == 0
+
+    def prepare(self, cases: Sequence[CollectedCase]) -> None:
+        """Check that every rank collected the same cases (else their collectives would not match)."""
         import torch.distributed as td
 
-        cases = hashlib.sha256("\n".join(sorted(nodeids)).encode()).hexdigest()
-        order = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()
+        nodeids = [case.nodeid for case in cases]
+        same_cases = hashlib.sha256("\n".join(sorted(nodeids)).encode()).hexdigest()
+        same_order = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()
         everyone: list[Any] = [None] * self.world_size
-        td.all_gather_object(everyone, (cases, len(nodeids), order))
+        td.all_gather_object(everyone, (same_cases, len(nodeids), same_order))
         if all(entry == everyone[0] for entry in everyone):
-            return None
+            return
         if all(entry[:2] == everyone[0][:2] for entry in everyone):
-            return ("ranks collected the same cases in different orders, so their collectives would not match; "
-                    "a plugin reorders them differently on each rank (pytest-randomly: give every rank the same "
-                    "--randomly-seed N, or pass -p no:randomly)")
+            raise CaseNotRunnable(
+                "ranks collected the same cases in different orders, so their collectives would not match; a "
+                "plugin reorders them differently on each rank (pytest-randomly: give every rank the same "
+                "--randomly-seed N, or pass -p no:randomly)")
         lines = [f"rank {r}: {n} case(s), digest {d[:12]}" for r, (d, n, _) in enumerate(everyone)]
-        return ("ranks collected different cases, so their collectives would not match:\n  "
-                + "\n  ".join(lines) + "\nrun the same pytest command line, in the same checkout, on every rank")
+        raise CaseNotRunnable("ranks collected different cases, so their collectives would not match:\n  "
+                              + "\n  ".join(lines)
+                              + "\nrun the same pytest command line, in the same checkout, on every rank")
 
-    def run(self, func: Any, kwargs: dict[str, Any], *, seed: int, measure_memory: bool) -> CaseRun:
+    def choose_backend(self, requested: str, world_size: int) -> BackendChoice:
+        """The launcher's backend; a case pinning another world size is skipped."""
+        if world_size != self.world_size:
+            return BackendChoice(self.backend, f"needs {world_size} rank(s); the launcher started {self.world_size}")
+        return BackendChoice(self.backend)
+
+    def run(self, case: PreparedCase) -> CaseOutcome:
         """Run the body here and gather every rank's outcome."""
         import time
 
@@ -96,13 +111,14 @@ class LaunchedWorld:
 
         self._cases += 1
         begin = time.monotonic()
+        kwargs = {name: case.funcargs[name] for name in case.case.argnames}
 
         def arguments(bench: Any) -> dict[str, Any]:
             return {name: (self.dist if name == "dist" else bench if name == "dmlbench" else value)
                     for name, value in kwargs.items()}
 
-        outcome = execute_case(self._cases, self.dist, func, arguments, seed=seed, options={},
-                               measure_memory=measure_memory)
+        outcome = execute_case(self._cases, self.dist, case.case.func, arguments, seed=case_seed(case.case.nodeid),
+                               measure_memory=case.uses_bench)
         if not td.is_initialized():
             raise WorldError(
                 f"{outcome.rebuild}: under a launcher the launcher's world cannot be rebuilt, so the run "
@@ -112,7 +128,7 @@ class LaunchedWorld:
         td.all_gather_object(outcomes, outcome)
         reports = [RankReport(rank, outcome=o if isinstance(o, RankOutcome) else None)
                    for rank, o in enumerate(outcomes)]
-        run = CaseRun(reports, time.monotonic() - begin)
+        run = CaseOutcome(reports, time.monotonic() - begin)
         run.check_agreement()
         return run
 

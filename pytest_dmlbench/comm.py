@@ -1,8 +1,11 @@
-"""Instrumentation of ``torch.distributed`` collectives: payload bytes, calls and time inside them.
+"""The one communication-accounting layer: every byte a rank hands to ``torch.distributed`` is counted here.
 
-``with instrument_collectives() as comm:`` replaces the collective functions of ``torch.distributed``
-(and of ``torch.distributed.distributed_c10d``) by counting wrappers; they are restored when the last
-active counter exits. Every call records, into every active :class:`CommCounter`:
+This is the only module that patches ``torch.distributed``. ``with instrument_collectives() as counter:``
+replaces the collective functions of ``torch.distributed`` (and of ``torch.distributed.distributed_c10d``)
+by counting wrappers; they are restored when the last active counter exits. Strategies count their
+bytes per step with it (``Strategy.step``), the benchmark runner counts bytes and time per round with it,
+and both see the same calls, so ``strategy.comm_bytes_last_step`` and the runner's ``comm_bytes_per_step``
+agree by construction. Every call records, into every active :class:`CommCounter`:
 
 - ``bytes``: the payload this rank hands to the collective (see :data:`PAYLOAD`); ``barrier`` counts
   calls and time but no bytes, and neither does any collective in a group of one rank (nothing leaves
@@ -13,6 +16,11 @@ active counter exits. Every call records, into every active :class:`CommCounter`
   collectives are not counted twice. An asynchronous call completes when its ``wait()`` returns, when
   ``is_completed()`` first reports True, or when the future from ``get_future()`` is done. That future is
   chained after the record, so once its ``wait()`` returns the interval is in the counter.
+
+``isend``/``irecv`` are recorded under the operation names ``send``/``recv``. Communication that happens
+out of Python's sight (DDP's C++ buffer broadcast) is added with :func:`account`. An interceptor installed
+with :func:`set_interceptor` sees every counted operation (``fn(op, nbytes, call)``; it must return
+``call()``'s result): tests use it to check what a strategy sends.
 
 What is seen: calls of the functions named in :data:`PAYLOAD` made through the module attribute at call
 time (``dist.all_reduce(...)``, ``torch.distributed.distributed_c10d.all_reduce(...)``), including those
@@ -32,7 +40,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -87,6 +95,20 @@ PAYLOAD: dict[str, Callable[[Mapping[str, Any]], int]] = {
 
 DDP_BUCKET_OP = "ddp_bucket"
 
+# Name under which an operation is recorded: point-to-point calls count as send/recv, blocking or not.
+RECORDED_AS = {"isend": "send", "irecv": "recv"}
+
+Interceptor = Callable[[str, int, Callable[[], Any]], Any]
+
+
+def nbytes(tensors: torch.Tensor | Sequence[torch.Tensor]) -> int:
+    """Payload bytes of a tensor or a sequence of tensors."""
+    import torch
+
+    if isinstance(tensors, torch.Tensor):
+        return _nbytes(tensors)
+    return _list_nbytes(list(tensors))
+
 
 @dataclass
 class OpStats:
@@ -131,6 +153,12 @@ class CommCounter:
             return sum(s.bytes for s in self.ops.values())
 
     @property
+    def bytes_by_op(self) -> dict[str, int]:
+        """Bytes per recorded operation name (operations called with no payload show 0)."""
+        with self._lock:
+            return {op: s.bytes for op, s in self.ops.items()}
+
+    @property
     def calls(self) -> int:
         with self._lock:
             return sum(s.calls for s in self.ops.values())
@@ -173,6 +201,25 @@ _local = _Registry()
 _active: list[CommCounter] = []
 _originals: dict[tuple[Any, str], Callable[..., Any]] = {}
 _install_lock = threading.Lock()
+_interceptor: Interceptor | None = None
+
+
+def set_interceptor(interceptor: Interceptor | None) -> Interceptor | None:
+    """Install ``interceptor`` for every later counted operation (``None`` removes it); returns the previous."""
+    global _interceptor
+    previous, _interceptor = _interceptor, interceptor
+    return previous
+
+
+def account(op: str, size: int, group: Any = None) -> None:
+    """Add ``size`` bytes of ``op`` issued out of Python's sight (e.g. DDP's C++ buffer broadcast) to the
+    active counters; nothing is counted in a group of one rank."""
+    counters = _recording()
+    if not counters:
+        return
+    size = size if _group_size(group) > 1 else 0
+    for counter in counters:
+        counter.record_call(op, size, 0.0)
 
 
 def _recording() -> list[CommCounter]:
@@ -246,6 +293,7 @@ def _group_size(group: Any) -> int:
 def _counting(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
     payload = PAYLOAD[op]
+    recorded_as = RECORDED_AS.get(op, op)
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -254,14 +302,18 @@ def _counting(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
             return original(*args, **kwargs)
         arguments = signature.bind(*args, **kwargs).arguments
         nbytes = payload(arguments) if _group_size(arguments.get("group")) > 1 else 0
+        interceptor = _interceptor
         start = now()
         with _suppressed():  # a collective implemented through another one is counted once
-            result = original(*args, **kwargs)
+            if interceptor is None:
+                result = original(*args, **kwargs)
+            else:
+                result = interceptor(recorded_as, nbytes, lambda: original(*args, **kwargs))
         end = now()
         for counter in counters:
-            counter.record_call(op, nbytes, end - start)
+            counter.record_call(recorded_as, nbytes, end - start)
         if result is not None and hasattr(result, "wait"):
-            return _TimedWork(result, op, start, counters)
+            return _TimedWork(result, recorded_as, start, counters)
         for counter in counters:
             counter.record_interval(start, end)
         return result
@@ -281,8 +333,9 @@ def original(op: str) -> Callable[..., Any]:
     """The uninstrumented ``torch.distributed`` function ``op`` (for the runner's own bookkeeping)."""
     import torch.distributed as dist
 
-    fn = getattr(dist, op)
-    return getattr(fn, "__dmlbench_original__", fn)
+    fn: Callable[..., Any] = getattr(dist, op)
+    unwrapped: Callable[..., Any] = getattr(fn, "__dmlbench_original__", fn)
+    return unwrapped
 
 
 def _install() -> None:
@@ -319,13 +372,6 @@ def instrument_collectives(counter: CommCounter | None = None) -> Iterator[CommC
             _active.remove(counter)
             if not _active:
                 _uninstall()
-
-
-@contextmanager
-def paused() -> Iterator[None]:
-    """Collectives issued by this thread inside the block are not recorded (bookkeeping traffic)."""
-    with _suppressed():
-        yield
 
 
 def _hook_group(state: Any) -> Any:

@@ -8,7 +8,7 @@ import pytest
 from casefactory import MACHINE, make_case
 
 from pytest_dmlbench.baseline.compare import failure_report
-from pytest_dmlbench.baseline.session import BaselineOptions, BaselineSession
+from pytest_dmlbench.baseline.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
 
 NODE = "bench_cases/test_ddp.py::test_step[ddp]"
@@ -18,17 +18,17 @@ def fingerprint(backend: str) -> dict[str, object]:
     return {**MACHINE, "backend": backend}
 
 
-def session(root: Path, **options: object) -> BaselineSession:
-    return BaselineSession(BaselineOptions(root=root, **options), fingerprint_for=fingerprint)  # type: ignore[arg-type]
+def keeper(root: Path, **options: object) -> BaselineKeeper:
+    return BaselineKeeper(BaselineOptions(root=root, **options), fingerprint_for=fingerprint)  # type: ignore[arg-type]
 
 
 def test_save_then_compare_unchanged_then_slower(tmp_path: Path) -> None:
-    assert session(tmp_path, save=True).process(make_case(NODE, 0.010, seed=1)) == []
+    assert keeper(tmp_path, save=True).process(make_case(NODE, 0.010, seed=1)) == []
     unchanged = make_case(NODE, 0.010, seed=2)
-    assert session(tmp_path).process(unchanged) == []
+    assert keeper(tmp_path).process(unchanged) == []
     assert {v.kind for v in unchanged.verdicts} == {"unchanged"}
     slower = make_case(NODE, 0.013, seed=3)
-    failing = session(tmp_path).process(slower)
+    failing = keeper(tmp_path).process(slower)
     assert [v.metric for v in failing] == ["step_time_s", "throughput_samples_per_s"]
     report = failure_report(failing)
     assert "step_time_s regressed" in report and f"pytest --dmlbench '{NODE}' --dmlbench-save" in report
@@ -36,33 +36,33 @@ def test_save_then_compare_unchanged_then_slower(tmp_path: Path) -> None:
 
 def test_without_any_baseline_nothing_is_compared_and_a_new_case_is_new(tmp_path: Path) -> None:
     case = make_case(NODE)
-    assert session(tmp_path).process(case) == [] and case.verdicts == []
-    session(tmp_path, save=True).process(make_case("bench_cases/test_other.py::test_x"))
-    assert session(tmp_path).process(case) == []
+    assert keeper(tmp_path).process(case) == [] and case.verdicts == []
+    keeper(tmp_path, save=True).process(make_case("bench_cases/test_other.py::test_x"))
+    assert keeper(tmp_path).process(case) == []
     assert {v.kind for v in case.verdicts} == {"new"}
 
 
 def test_no_compare_and_backend_keys(tmp_path: Path) -> None:
-    session(tmp_path, save=True).process(make_case(NODE, 0.010, seed=1))
+    keeper(tmp_path, save=True).process(make_case(NODE, 0.010, seed=1))
     slower = make_case(NODE, 0.013, seed=3)
-    assert session(tmp_path, compare=False).process(slower) == [] and slower.verdicts == []
+    assert keeper(tmp_path, compare=False).process(slower) == [] and slower.verdicts == []
     slower.backend = "nccl"  # another machine class: no baseline there
-    assert session(tmp_path).process(slower) == [] and slower.verdicts == []
+    assert keeper(tmp_path).process(slower) == [] and slower.verdicts == []
 
 
 def test_fail_on_improvement(tmp_path: Path) -> None:
-    session(tmp_path, save=True).process(make_case(NODE, 0.010, seed=1))
+    keeper(tmp_path, save=True).process(make_case(NODE, 0.010, seed=1))
     faster = make_case(NODE, 0.007, seed=2)
-    assert session(tmp_path).process(faster) == []
-    assert {v.kind for v in session(tmp_path, fail_on_improvement=True).process(faster)} == {"improvement"}
+    assert keeper(tmp_path).process(faster) == []
+    assert {v.kind for v in keeper(tmp_path, fail_on_improvement=True).process(faster)} == {"improvement"}
 
 
 def test_unusable_file_fails_comparison_until_an_explicit_save(tmp_path: Path) -> None:
-    path = session(tmp_path, save=True).store_for("gloo").save_case(make_case(NODE))
+    path = keeper(tmp_path, save=True).store_for("gloo").save_case(make_case(NODE))
     path.write_text("{")
     with pytest.raises(BaselineError, match="is not valid JSON"):
-        session(tmp_path).process(make_case(NODE))
+        keeper(tmp_path).process(make_case(NODE))
     assert path.read_text() == "{"
     with pytest.warns(BaselineWarning, match="replaced an unreadable baseline"):
-        session(tmp_path, save=True).process(make_case(NODE, seed=5))
-    assert session(tmp_path).process(make_case(NODE, seed=6)) == []
+        keeper(tmp_path, save=True).process(make_case(NODE, seed=5))
+    assert keeper(tmp_path).process(make_case(NODE, seed=6)) == []

@@ -17,7 +17,6 @@ from typing import Any
 
 from pytest_dmlbench.baseline.compare import (
     DEFAULT_ALPHA,
-    DEFAULT_THRESHOLD_PCT,
     CompareSettings,
     compare_case,
     failing_verdicts,
@@ -25,6 +24,7 @@ from pytest_dmlbench.baseline.compare import (
 from pytest_dmlbench.baseline.fingerprint import machine_fingerprint
 from pytest_dmlbench.baseline.history import with_history
 from pytest_dmlbench.baseline.store import BaselineStore
+from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
 from pytest_dmlbench.results import CaseResult, Verdict
 
@@ -39,10 +39,9 @@ class BaselineOptions:
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
     alpha: float = DEFAULT_ALPHA
     fail_on_improvement: bool = False
-    refresh_command: str = "pytest --dmlbench {nodeid} --dmlbench-save"
 
 
-class BaselineSession:
+class BaselineKeeper:
     """Saves or compares finished cases; one per pytest process (controller or xdist worker)."""
 
     def __init__(
@@ -51,7 +50,7 @@ class BaselineSession:
         fingerprint_for: Callable[[str], dict[str, Any]] = machine_fingerprint,
     ) -> None:
         self.options = options
-        self.settings = CompareSettings(options.threshold_pct, options.alpha, options.refresh_command)
+        self.settings = CompareSettings(options.threshold_pct, options.alpha)
         self._fingerprint_for = fingerprint_for
         self._stores: dict[str, BaselineStore] = {}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from pytest_dmlbench.world.agreement import UNMATCHED_ADVICE, describe_outcome, mixed_outcomes
-from pytest_dmlbench.world.world import CaseRun, RankReport
+from pytest_dmlbench.world.world import CaseOutcome, RankReport
 
 
 class DistributedCaseFailed(Exception):
@@ -31,7 +31,7 @@ def _stack_lines(stack: str) -> str:
     return "\n".join("    " + line for line in trimmed.splitlines()) if trimmed else "    (no Python stack was dumped)"
 
 
-def _describe(report: RankReport, run: CaseRun, first_failure: str | None) -> str:
+def _describe(report: RankReport, run: CaseOutcome, first_failure: str | None) -> str:
     rank = report.rank
     if report.died is not None:
         return f"[rank {rank}] died: {report.died}"
@@ -57,7 +57,7 @@ def _group_by_stack(reports: list[RankReport]) -> list[list[RankReport]]:
     return list(groups.values())
 
 
-def _describe_stuck_group(group: list[RankReport], run: CaseRun, first_failure: str | None) -> str:
+def _describe_stuck_group(group: list[RankReport], run: CaseOutcome, first_failure: str | None) -> str:
     if len(group) == 1:
         return _describe(group[0], run, first_failure)
     ranks = ", ".join(str(r.rank) for r in group)
@@ -66,7 +66,7 @@ def _describe_stuck_group(group: list[RankReport], run: CaseRun, first_failure: 
     return f"[ranks {ranks}] {why}; their stack (the same on each):\n{_stack_lines(group[0].stack)}"
 
 
-def failure_text(run: CaseRun, world_size: int, backend: str) -> str:
+def failure_text(run: CaseOutcome, world_size: int, backend: str) -> str:
     """The failure report: a headline, then one block per rank that did not pass, failures first."""
     failed = [r for r in run.ranks if r.outcome is not None and r.outcome.status == "failed"]
     died = [r for r in run.ranks if r.died is not None]
@@ -101,7 +101,7 @@ def failure_text(run: CaseRun, world_size: int, backend: str) -> str:
     return "\n\n".join([headline, *blocks, *notes, *([tail] if tail else [])])
 
 
-def agreement_notes(run: CaseRun, headline: str) -> list[str]:
+def agreement_notes(run: CaseOutcome, headline: str) -> list[str]:
     """Each rank's outcome when they differ, the unmatched collectives, and why the world is rebuilt."""
     notes = []
     mixed = mixed_outcomes([

@@ -1,4 +1,8 @@
-"""Summary statistics of raw per-round samples (median, IQR, min, max, mean, stddev, rounds)."""
+"""Pure statistics of raw samples: the one median, quantiles and the per-metric summary.
+
+The bottom layer of the package: no I/O, no imports from the package. The results model, the verdict
+rules and the benchmark runner all take their median from here.
+"""
 
 from __future__ import annotations
 
@@ -44,6 +48,12 @@ def _stddev(values: Sequence[float]) -> float:
     if not all(math.isfinite(v) for v in values):
         return float("nan")
     return statistics.stdev(values)
+
+
+def median(samples: Sequence[float]) -> float:
+    """Median of the non-NaN samples (mean of the two middle values for an even count); NaN when none."""
+    finite = sorted(float(x) for x in samples if not math.isnan(float(x)))
+    return _quantile(finite, 0.5) if finite else float("nan")
 
 
 def summarize(samples: Sequence[float]) -> Summary:

@@ -1,0 +1,102 @@
+"""Forked worlds: the default engine. A zygote forked after collection forks rank processes per world.
+
+Parent side only: owns the world pool, turns a prepared case into the message the ranks run, and sends
+the case's fixture values (pickled) along.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_dmlbench.errors import WorldError
+from pytest_dmlbench.run_facts import RunFacts
+from pytest_dmlbench.world.backend import BackendChoice, select_backend
+from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
+from pytest_dmlbench.world.execute import case_seed
+from pytest_dmlbench.world.pool import WorldPool
+from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
+from pytest_dmlbench.world.world import CaseOutcome
+
+RANK_SIDE_FIXTURES = ("dist", "dmlbench")
+
+
+def split_arguments(argnames: tuple[str, ...], funcargs: Mapping[str, Any],
+                    params: Mapping[str, Any]) -> tuple[tuple[str, ...], bytes]:
+    """Direct parametrize values come from the ranks' own copy; other fixture values are pickled.
+
+    Raises CaseNotRunnable naming the fixture whose value cannot be pickled.
+    """
+    from_registry = []
+    values = {}
+    for name in argnames:
+        if name in RANK_SIDE_FIXTURES:
+            continue
+        if name in params and funcargs.get(name) is params[name]:
+            from_registry.append(name)
+        else:
+            values[name] = funcargs[name]
+    if not values:
+        return tuple(from_registry), b""
+    try:
+        return tuple(from_registry), pickle.dumps(values)
+    except Exception as together:  # diagnosed below: which fixture, with its own error chained
+        failure = together
+    for name, value in values.items():  # only on failure: pickle one by one to name the culprit
+        try:
+            pickle.dumps(value)
+        except Exception as exc:
+            raise CaseNotRunnable(
+                f"fixture {name!r} (a {type(value).__name__}) cannot be sent to the rank processes: {exc}. "
+                "Fixtures run in the pytest process and their values are pickled to every rank; return a "
+                "picklable value, or build the object inside the case body."
+            ) from exc
+    raise CaseNotRunnable(
+        f"the fixture values {sorted(values)} cannot be pickled together for the ranks: {failure}"
+    ) from failure
+
+
+class ForkedEngine:
+    """Everything the plugin keeps for one pytest process (one per xdist worker) in forked mode."""
+
+    reports = True
+
+    def __init__(self, facts: RunFacts) -> None:
+        self.registry: CaseRegistry = {}
+        self.pool: WorldPool = WorldPool(lambda: self.registry, facts.threads_per_rank)
+
+    def prepare(self, cases: Sequence[CollectedCase]) -> None:
+        """Register the cases and fork the zygote while the process is still free of torch and CUDA."""
+        for case in cases:
+            self.registry[case.nodeid] = CaseEntry(case.func, case.argnames, dict(case.params))
+        if cases:
+            self.pool.start_zygote()
+
+    def choose_backend(self, requested: str, world_size: int) -> BackendChoice:
+        devices = self.pool.cuda_devices() if requested != "gloo" else 0
+        return select_backend(requested, world_size, devices)
+
+    def run(self, case: PreparedCase) -> CaseOutcome:
+        nodeid = case.case.nodeid
+        if nodeid not in self.registry:
+            raise CaseNotRunnable(f"{nodeid} was not collected before the rank processes started; "
+                                  "distributed cases must be collected up front")
+        registry_args, pickled = split_arguments(case.case.argnames, case.funcargs, case.case.params)
+        fresh = case.isolation == "fresh"
+        try:
+            if fresh:
+                world = self.pool.fresh_world(case.backend, case.world_size)
+            else:
+                world = self.pool.world(case.backend, case.world_size)
+        except WorldError as exc:
+            raise CaseNotRunnable(f"the rank world could not be started: {exc}") from exc
+        try:
+            return world.run(nodeid, seed=case_seed(nodeid), registry_args=registry_args, pickled_args=pickled,
+                             measure_memory=case.uses_bench, timeout_s=case.timeout_s)
+        finally:
+            if fresh:
+                world.kill()  # its ranks are done with; SIGKILL skips hundreds of ms of orderly teardown
+
+    def close(self) -> None:
+        self.pool.close()
