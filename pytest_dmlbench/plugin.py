@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Generator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -167,6 +168,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(SCALING_ARG, sizes, ids=[f"ws{n}" for n in sizes])
 
 
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Experiment files (``dmlbench_*.yaml``/``.yml``/``.json``) are collected as dmlbench cases."""
+    from pytest_dmlbench.experiments.loading import is_experiment_file
+
+    if not is_experiment_file(file_path):
+        return None
+    from pytest_dmlbench.experiments.collect import ExperimentFile
+
+    return ExperimentFile.from_parent(parent, path=file_path,
+                                      default_world_size=parent.config.stash[CONFIG_KEY].world_size)
+
+
 def _callspec_params(item: pytest.Item) -> dict[str, Any]:
     callspec = getattr(item, "callspec", None)
     return dict(callspec.params) if callspec is not None else {}
@@ -233,7 +246,9 @@ def _facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: 
     if SCALING_ARG in params:
         others = sorted((k, repr(v)) for k, v in params.items() if k != SCALING_ARG)
         scaling = Scaling(f"{item.path}::{item.originalname}{others}", int(params[SCALING_ARG]))
-    return CaseFacts(item.nodeid, params_of(params), world_size, backend, threshold_pct, scaling)
+    described = getattr(item, "dmlbench_params", None)  # experiment items describe themselves
+    return CaseFacts(item.nodeid, params_of(params if described is None else described), world_size, backend,
+                     threshold_pct, scaling)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -57,6 +57,9 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("attack_success_rate", "fraction", "lower", "share of triggered inputs sent to the target"),
         MetricSpec("time_to_accuracy_s", "s", "lower", "wall time until the target accuracy is reached"),
         MetricSpec("bubble_fraction", "fraction", "lower", "idle share of a pipeline schedule"),
+        MetricSpec("total_time_s", "s", "lower", "experiment: training wall time, all epochs"),
+        MetricSpec("epoch_time_s", "s", "lower", "experiment: wall time of one epoch, max over ranks, per epoch"),
+        MetricSpec("loss", "nats", None, "experiment: mean cross-entropy training loss of one epoch, per epoch"),
         MetricSpec("world_start_s", "s", "lower", "time to start a rank world"),
         MetricSpec("dispatch_overhead_s", "s", "lower", "time to run a trivial case on every rank"),
     )

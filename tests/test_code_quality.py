@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # results pipeline that only the plugin wraps: no pytest import allowed.
 RANK_SIDE = ["world", "bench.py", "dist_info.py", "results.py", "stats.py", "comm.py", "strategies", "robust",
              "measure", "models.py", "data", "reference.py", "case_results.py", "gate.py", "run_facts.py",
-             "baseline"]
+             "baseline", "experiments/runner.py", "experiments/datasets.py", "experiments/schema.py",
+             "experiments/fields.py", "experiments/frameworks.py", "experiments/matrix.py", "experiments/loading.py"]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("strategies", "robust", "models", "data", "reference", "bench"),
     ("world",),
     ("baseline",),
-    ("case_results", "gate", "report", "results_reporter", "introspection", "cli", "__main__"),
+    ("case_results", "gate", "report", "results_reporter", "introspection", "cli", "__main__", "experiments"),
     ("plugin",),
 ]
 

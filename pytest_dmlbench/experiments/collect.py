@@ -1,0 +1,69 @@
+"""The pytest side of experiment files: a collector per file and one item per experiment run.
+
+An :class:`ExperimentItem` is a ``pytest.Function`` whose body is the framework's rank-side runner bound
+to its :class:`~pytest_dmlbench.experiments.schema.Experiment`, marked ``@pytest.mark.dmlbench`` with the
+experiment's world size, threshold and timeout. The plugin therefore registers, dispatches, reports,
+records and judges it exactly like a hand-written case (``dist`` and ``dmlbench`` are its fixtures).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dmlbench.experiments.frameworks import runner_for
+from pytest_dmlbench.experiments.loading import ExperimentFileError, load_file
+from pytest_dmlbench.experiments.schema import Experiment
+
+
+class ExperimentItem(pytest.Function):
+    """One experiment run; its node id is ``file::name`` (``file::name[key=value-...]`` for a matrix)."""
+
+    def __init__(self, *, experiment: Experiment, line: int = 0, **kwargs: Any) -> None:
+        body = functools.partial(runner_for(experiment.framework), experiment=experiment)
+        super().__init__(callobj=body, **kwargs)
+        self.experiment = experiment
+        self.line = line
+        self.dmlbench_params = experiment.params()
+        marker: dict[str, Any] = {"world_size": experiment.world_size}
+        if experiment.threshold is not None:
+            marker["threshold"] = experiment.threshold
+        if experiment.timeout is not None:
+            marker["timeout"] = experiment.timeout
+        self.add_marker(pytest.mark.dmlbench(**marker))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, self.line, f"experiment {self.name}"
+
+
+def name_line(path: Path, name: str) -> int:
+    """The 0-based line where experiment ``name`` is named in its file (0 when not found)."""
+    pattern = re.compile(r"""["']?name["']?\s*:\s*["']?""" + re.escape(name) + r"""(["'\s,}]|$)""")
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if pattern.search(text):
+            return number
+    return 0
+
+
+class ExperimentFile(pytest.File):
+    """A ``dmlbench_*.yaml`` / ``.yml`` / ``.json`` file; a bad one is a collection error, never a traceback."""
+
+    def __init__(self, *, default_world_size: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.default_world_size = default_world_size
+
+    def collect(self) -> Iterator[pytest.Item]:
+        shown = self.path.relative_to(self.config.rootpath).as_posix() if self.path.is_relative_to(
+            self.config.rootpath) else str(self.path)
+        try:
+            runs = load_file(self.path, default_world_size=self.default_world_size, shown=shown)
+        except ExperimentFileError as exc:
+            raise self.CollectError(str(exc)) from None
+        for experiment in runs:
+            line = name_line(self.path, experiment.name.split("[", 1)[0])
+            yield ExperimentItem.from_parent(self, name=experiment.name, experiment=experiment, line=line)

@@ -1,0 +1,135 @@
+"""Reading an experiment file: syntax, the file's shape, ``defaults:``, ``matrix:`` and every field.
+
+A file is ``{defaults: {...}, experiments: [{name: ..., ...}, ...]}`` in YAML or JSON. Each experiment is
+merged over ``defaults`` and expanded by its ``matrix``; every resulting run is validated. Any problem is
+an :class:`ExperimentFileError` whose message names the file, the experiment, the key and what is accepted.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_dmlbench.experiments.fields import EXPERIMENT_KEYS, FILE_KEYS, MATRIX_KEY
+from pytest_dmlbench.experiments.matrix import expand
+from pytest_dmlbench.experiments.schema import Experiment, FieldProblem, validate
+
+FILE_PATTERNS = ("dmlbench_*.yaml", "dmlbench_*.yml", "dmlbench_*.json")
+
+
+class ExperimentFileError(Exception):
+    """An experiment file that cannot be run; the message says where and how to fix it."""
+
+
+def is_experiment_file(path: Path) -> bool:
+    return any(fnmatch.fnmatchcase(path.name, pattern) for pattern in FILE_PATTERNS)
+
+
+def _parse_yaml(text: str, shown: str) -> Any:
+    try:
+        import yaml
+    except ModuleNotFoundError:
+        raise ExperimentFileError(f"{shown}: reading YAML experiment files needs PyYAML: pip install pyyaml") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ExperimentFileError(f"{shown}: YAML syntax error{where}: {problem}") from None
+
+
+def read_document(path: Path, shown: str) -> Any:
+    """The parsed file (YAML for ``.yaml``/``.yml``, JSON for ``.json``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExperimentFileError(f"{shown}: cannot be read: {exc}") from None
+    if path.suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ExperimentFileError(
+                f"{shown}: JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from None
+    return _parse_yaml(text, shown)
+
+
+def _file_problem(shown: str, text: str) -> ExperimentFileError:
+    return ExperimentFileError(f"{shown}: {text}")
+
+
+def _experiment_problem(shown: str, label: str, problem: FieldProblem) -> ExperimentFileError:
+    return ExperimentFileError(
+        f"{shown}: experiment {label}: key {problem.key!r}: {problem.text}; accepted: {problem.accepted}"
+    )
+
+
+def _sections(document: Any, shown: str) -> tuple[dict[str, Any], list[Any]]:
+    layout = "a mapping with 'experiments:' (a list of experiments) and optionally 'defaults:'"
+    if document is None:
+        raise _file_problem(shown, f"the file is empty; it needs {layout}")
+    if not isinstance(document, Mapping):
+        raise _file_problem(shown, f"the file holds a {type(document).__name__}, not {layout}")
+    unknown = [str(k) for k in document if k not in FILE_KEYS]
+    if unknown:
+        raise _file_problem(shown, f"unknown top-level key {unknown[0]!r}; accepted: {', '.join(FILE_KEYS)}")
+    defaults = document.get("defaults") or {}
+    if not isinstance(defaults, Mapping):
+        raise _file_problem(shown, f"'defaults' is {defaults!r}, not a mapping of fields to values")
+    for key in defaults:
+        if key == MATRIX_KEY or key == "name" or key not in EXPERIMENT_KEYS:
+            why = "belongs to each experiment, not to defaults" if key in (MATRIX_KEY, "name") else "unknown key"
+            accepted = ", ".join(k for k in EXPERIMENT_KEYS if k not in (MATRIX_KEY, "name"))
+            raise _file_problem(shown, f"defaults: key {str(key)!r}: {why}; accepted: {accepted}")
+    experiments = document.get("experiments")
+    if not isinstance(experiments, list) or not experiments:
+        raise _file_problem(shown, f"'experiments' must be a non-empty list of experiments; the file needs {layout}")
+    return dict(defaults), experiments
+
+
+def _runs_of(entry: Any, index: int, defaults: dict[str, Any], shown: str) -> list[tuple[str, str, dict[str, Any],
+                                                                                          dict[str, Any]]]:
+    """(label, item name, merged values, combination) for every matrix combination of one experiment."""
+    if not isinstance(entry, Mapping):
+        raise _file_problem(shown, f"experiment #{index + 1} is {entry!r}, not a mapping of fields to values")
+    name = entry.get("name")
+    label = repr(name) if isinstance(name, str) else f"#{index + 1}"
+    if not isinstance(name, str) or not name:
+        raise _experiment_problem(shown, label, FieldProblem("name", "is required", "a non-empty string"))
+    merged = {**defaults, **{k: v for k, v in entry.items() if k != MATRIX_KEY}}
+    if MATRIX_KEY not in entry:
+        return [(label, name, merged, {})]
+    try:
+        combinations = expand(entry[MATRIX_KEY])
+    except FieldProblem as problem:
+        raise _experiment_problem(shown, label, problem) from None
+    clash = [k for k in entry if k in dict(combinations[0][1])]
+    if clash:
+        raise _experiment_problem(shown, label, FieldProblem(
+            clash[0], "is set both directly and in the matrix", "one place: the matrix, or a single value"))
+    return [(f"{label} [{ident}]", f"{name}[{ident}]", {**merged, **combination}, combination)
+            for ident, combination in combinations]
+
+
+def load_file(path: Path, *, default_world_size: int, shown: str | None = None) -> list[Experiment]:
+    """Every run the file describes, validated; ``shown`` is how the file is named in messages."""
+    shown = shown or str(path)
+    defaults, entries = _sections(read_document(path, shown), shown)
+    runs: list[Experiment] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        for label, item_name, values, combination in _runs_of(entry, index, defaults, shown):
+            if item_name in seen:
+                raise _experiment_problem(shown, label, FieldProblem(
+                    "name", "is used by another experiment of this file", "a name unique within the file"))
+            seen.add(item_name)
+            try:
+                runs.append(validate(values, name=item_name, source=shown, default_world_size=default_world_size,
+                                     base_dir=path.parent, combination=combination))
+            except FieldProblem as problem:
+                raise _experiment_problem(shown, label, problem) from None
+    return runs

@@ -1,0 +1,199 @@
+"""The default experiment runner (``framework: dmlbench``), run on every rank like a case body.
+
+Trains the zoo model with the experiment's strategy for ``epochs`` epochs of at most
+``max_batches_per_epoch`` global batches (reshuffled each epoch, the same order on every rank), evaluates
+the held-out accuracy, then times ``comm_rounds`` steps against the strategy's no-communication twin.
+Every figure is agreed across ranks before it is recorded, so rank 0's copy is the world's:
+
+- ``epoch_time_s``: per epoch, max over ranks (epochs start at a barrier); ``total_time_s``: their sum;
+- ``throughput_samples_per_s``: per epoch, global samples actually trained on / epoch time;
+- ``loss``: per epoch, the mean shard loss over steps and data-holding ranks;
+- ``accuracy``: held-out samples classified correctly (pixels, for segmentation), summed over ranks;
+- ``comm_bytes_per_step``: per step, bytes the strategy handed to communication, max over ranks;
+- ``exposed_comm_fraction`` (and ``comm_busy_fraction``): from :func:`measure.runner.benchmark_training`;
+- ``peak_rss_mb`` (``peak_cuda_mb`` on CUDA): whole run, max over ranks.
+
+No pytest import here: this runs in the rank processes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_dmlbench.experiments.datasets import Splits, load_splits
+from pytest_dmlbench.experiments.schema import Experiment
+from pytest_dmlbench.measure.clock import now
+
+MB = 1e6
+
+
+@dataclass
+class EpochFigures:
+    """One epoch, agreed across ranks."""
+
+    time_s: float
+    loss: float
+    samples: int
+    bytes_per_step: list[float]
+
+
+def _sum_over_ranks(values: list[float]) -> list[float]:
+    import torch
+    import torch.distributed as td
+
+    tensor = torch.tensor(values, dtype=torch.float64)
+    if td.is_initialized() and td.get_world_size() > 1:
+        td.all_reduce(tensor, op=td.ReduceOp.SUM)
+    return [float(v) for v in tensor.tolist()]
+
+
+def _shard_for(strategy: Any, inputs: Any, targets: Any) -> tuple[Any, Any]:
+    """This rank's shard of a global batch (``None`` on a rank that takes no data, e.g. the ps server)."""
+    from pytest_dmlbench.data import shard
+
+    if strategy.data_rank is None:
+        return None, None
+    x, y = shard((inputs, targets), strategy.data_rank, strategy.data_world_size)
+    return x, y
+
+
+def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: int,
+                loss_fn: Callable[..., Any]) -> EpochFigures:
+    """One epoch of training; every rank must call it with the same arguments."""
+    import torch
+
+    from pytest_dmlbench.measure.rounds import RankSync
+
+    sync = RankSync()
+    shuffle = torch.Generator().manual_seed(experiment.seed * 100_003 + epoch)  # the same order on every rank
+    order = torch.randperm(len(splits.train_y), generator=shuffle)
+    size = experiment.batch_size
+    steps = min(experiment.max_batches_per_epoch, len(order) // size)
+    if steps == 0:
+        raise ValueError(f"experiment {experiment.name}: the training set holds {len(order)} samples, fewer than "
+                         f"one global batch of {size}; lower batch_size")
+    losses: list[float] = []
+    sent: list[float] = []
+    samples = 0
+    sync.barrier()
+    start = now()
+    for step in range(steps):
+        index = order[step * size:(step + 1) * size]
+        inputs, targets = _shard_for(strategy, splits.train_x[index], splits.train_y[index])
+        loss = strategy.step(inputs, targets, loss_fn)
+        sent.append(float(strategy.comm_bytes_last_step))
+        if targets is not None:
+            losses.append(float(loss))
+            samples += int(targets.shape[0])
+    elapsed = now() - start
+    agreed_time = sync.max([elapsed])[0]
+    loss_sum, loss_count, global_samples = _sum_over_ranks([sum(losses), float(len(losses)), float(samples)])
+    return EpochFigures(
+        time_s=agreed_time,
+        loss=loss_sum / loss_count if loss_count else float("nan"),
+        samples=int(global_samples),
+        bytes_per_step=sync.max(sent) if sent else [],
+    )
+
+
+def evaluate(strategy: Any, splits: Splits, rank: int, world_size: int, chunk: int) -> float | None:
+    """Held-out accuracy of the trained model; rank r scores samples r, r + world_size, ... (None: no data)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    if len(splits.eval_y) == 0:
+        return None
+    model = strategy.model.module if isinstance(strategy.model, DistributedDataParallel) else strategy.model
+    was_training = model.training
+    model.eval()
+    inputs, targets = splits.eval_x[rank::world_size], splits.eval_y[rank::world_size]
+    correct = 0
+    with torch.no_grad():
+        for begin in range(0, len(targets), chunk):
+            x = inputs[begin:begin + chunk].to(strategy.device)
+            y = targets[begin:begin + chunk].to(strategy.device)
+            correct += int((model(x).argmax(dim=1) == y).sum())
+    model.train(was_training)
+    right, total = _sum_over_ranks([float(correct), float(targets.numel())])
+    return right / total
+
+
+def _phase_peaks(device: Any) -> list[float]:
+    """[peak RSS MB, peak CUDA MB] of this rank since the case began (0 where unreadable)."""
+    from pytest_dmlbench.measure.memory import peak_rss_bytes
+
+    rss = peak_rss_bytes()
+    cuda = 0.0
+    if device is not None and str(device).startswith("cuda"):
+        import torch
+
+        cuda = torch.cuda.max_memory_allocated(device) / MB
+    return [0.0 if rss is None else rss / MB, cuda]
+
+
+def measure_communication(strategy: Any, splits: Splits, experiment: Experiment, device: Any,
+                          loss_fn: Callable[..., Any]) -> Any:
+    """Step vs no-communication twin on the first training batch, in ``comm_rounds`` paired rounds."""
+    from pytest_dmlbench.measure.rounds import RoundPlan
+    from pytest_dmlbench.measure.runner import benchmark_training
+
+    size = experiment.batch_size
+    batch = _shard_for(strategy, splits.train_x[:size], splits.train_y[:size])
+    return benchmark_training(strategy, [batch], global_batch_size=size, loss_fn=loss_fn, twin=strategy.twin(),
+                              plan=RoundPlan(warmup=1, rounds=experiment.comm_rounds), device=device)
+
+
+def check_outcome(experiment: Experiment, losses: list[float], accuracy: float | None) -> None:
+    """The experiment's own checks: finite losses, and ``min_accuracy`` when set."""
+    for epoch, loss in enumerate(losses, start=1):
+        if not math.isfinite(loss):
+            raise AssertionError(f"experiment {experiment.name}: training loss is {loss} in epoch {epoch} "
+                                 f"(lr {experiment.lr}): training diverged")
+    if experiment.min_accuracy is not None and accuracy is not None and accuracy < experiment.min_accuracy:
+        raise AssertionError(
+            f"experiment {experiment.name}: held-out accuracy {accuracy:.3f} < min_accuracy "
+            f"{experiment.min_accuracy} after {experiment.epochs} epoch(s); epoch losses "
+            f"{', '.join(f'{loss:.4f}' for loss in losses)}: the model did not learn"
+        )
+
+
+def run_experiment(dist: Any, dmlbench: Any, *, experiment: Experiment) -> None:
+    """Train, evaluate and measure ``experiment`` on this rank; figures go to ``dmlbench``."""
+    import torch.nn.functional as F
+
+    from pytest_dmlbench.measure.rounds import RankSync
+    from pytest_dmlbench.models import build_model
+    from pytest_dmlbench.strategies import build
+
+    splits = load_splits(experiment)
+    model = build_model(experiment.model, seed=experiment.seed)
+    strategy = build(experiment.strategy, model, lr=experiment.lr, momentum=experiment.momentum,
+                     **experiment.strategy_options)
+    epochs = [train_epoch(strategy, splits, experiment, epoch, F.cross_entropy) for epoch in range(experiment.epochs)]
+    accuracy = evaluate(strategy, splits, dist.rank, dist.world_size, experiment.batch_size)
+    peaks = _phase_peaks(dist.device)
+
+    times = [e.time_s for e in epochs]
+    dmlbench.record("total_time_s", sum(times))
+    dmlbench.record("epoch_time_s", times)
+    dmlbench.record("throughput_samples_per_s", [e.samples / e.time_s if e.time_s > 0 else math.nan for e in epochs])
+    dmlbench.record("loss", [e.loss for e in epochs])
+    dmlbench.record("comm_bytes_per_step", [b for e in epochs for b in e.bytes_per_step])
+    if accuracy is not None:
+        dmlbench.record("accuracy", accuracy)
+    if experiment.comm_rounds:
+        result = measure_communication(strategy, splits, experiment, dist.device, F.cross_entropy)
+        for name in ("exposed_comm_fraction", "comm_busy_fraction"):
+            if name in result.metrics:
+                dmlbench.record(name, result.metrics[name].samples)
+        dmlbench.notes.extend(result.notes)
+        peaks = [max(a, b) for a, b in zip(peaks, _phase_peaks(dist.device), strict=True)]
+    rss_mb, cuda_mb = RankSync().max(peaks)
+    if rss_mb > 0:
+        dmlbench.record("peak_rss_mb", rss_mb)
+    if cuda_mb > 0:
+        dmlbench.record("peak_cuda_mb", cuda_mb)
+    check_outcome(experiment, [e.loss for e in epochs], accuracy)
