@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,10 @@ DISPATCH_ROUNDS = 200
 RESTARTS = 5
 SPAWN_ROUNDS = 3
 HANG_TIMEOUT_S = 1.0
+GUARD_ROUNDS = 500
+FRESH_ROUNDS = 10
+PERSISTENT_ROUNDS = 50
+GUARD_BLOCKS = 8
 
 
 def trivial_case(dist: object) -> None:
@@ -33,9 +38,25 @@ def hanging_case(dist: object) -> None:
     time.sleep(3600)
 
 
+def guard_cost_case(dist: object) -> None:
+    """Times the per-case state guard on this rank (snapshot, then restore and the group check) and prints
+    the median in microseconds; the rank's output comes back with the case."""
+    from pytest_dmlbench.world.execute import after_case
+    from pytest_dmlbench.world.groups import GroupWatch
+    from pytest_dmlbench.world.guard import snapshot
+
+    costs = []
+    for _ in range(GUARD_ROUNDS):
+        begin = time.perf_counter()
+        after_case(snapshot(), GroupWatch.start())
+        costs.append(time.perf_counter() - begin)
+    print(f"guard_us={statistics.median(costs) * 1e6:.1f}")
+
+
 REGISTRY = {
     "trivial": CaseEntry(trivial_case, ("dist",), {}),
     "hang": CaseEntry(hanging_case, ("dist",), {}),
+    "guard_cost": CaseEntry(guard_cost_case, ("dist",), {}),
 }
 
 
@@ -141,3 +162,84 @@ def test_two_hundred_trivial_cases(tmp_path: Path, dmlbench_metrics: object) -> 
     assert done.returncode == 0 and "200 passed" in done.stdout, done.stdout[-2000:]
     dmlbench_metrics.record("session_200_cases_s", elapsed, unit="s", better="lower")  # type: ignore[attr-defined]
     print(f"200 trivial cases at world size 4: {elapsed:.2f} s for the whole session")
+
+
+def _run_fresh(pool: WorldPool, world_size: int) -> tuple[float, bool]:
+    """One case with ``isolation="fresh"``: a new world, the case, the world stopped."""
+    begin = time.perf_counter()
+    world = pool.fresh_world("gloo", world_size)
+    try:
+        run = world.run("trivial", seed=0, registry_args=(), pickled_args=b"", measure_memory=False,
+                        timeout_s=30)
+    finally:
+        world.kill()
+    return time.perf_counter() - begin, run.passed
+
+
+@pytest.mark.parametrize("world_size", [2, 4], ids=["ws2", "ws4"])
+def test_isolation_cost(world_size: int, pool: WorldPool, dmlbench_metrics: object) -> None:
+    """Per-case cost of the three ways to isolate a case, side by side: the persistent world (with the state
+    guard), a fresh world per case (``isolation="fresh"``) and a spawn per case."""
+    _run(pool, world_size, "trivial", 30)
+    persistent = []
+    for _ in range(PERSISTENT_ROUNDS):
+        elapsed, passed = _run(pool, world_size, "trivial", 30)
+        assert passed
+        persistent.append(elapsed)
+    fresh = []
+    for _ in range(FRESH_ROUNDS):
+        elapsed, passed = _run_fresh(pool, world_size)
+        assert passed
+        fresh.append(elapsed)
+    spawned = [spawn_per_case(world_size) for _ in range(SPAWN_ROUNDS)]
+    run = pool.world("gloo", world_size).run("guard_cost", seed=0, registry_args=(), pickled_args=b"",
+                                             measure_memory=False, timeout_s=120)
+    assert run.passed
+    guard_us = [float(r.output.split("guard_us=")[1].split()[0]) for r in run.ranks]
+    dmlbench_metrics.record("persistent_case_s", persistent, unit="s", better="lower")  # type: ignore[attr-defined]
+    dmlbench_metrics.record("fresh_case_s", fresh, unit="s", better="lower")  # type: ignore[attr-defined]
+    dmlbench_metrics.record("spawn_case_s", spawned, unit="s", better=None)  # type: ignore[attr-defined]
+    dmlbench_metrics.record("state_guard_s", [u / 1e6 for u in guard_us], unit="s", better="lower")  # type: ignore[attr-defined]
+    print(f"ws{world_size}: per case, persistent {statistics.median(persistent) * 1e3:.2f} ms, "
+          f"fresh {statistics.median(fresh) * 1e3:.0f} ms, spawn {statistics.median(spawned) * 1e3:.0f} ms; "
+          f"state guard {statistics.median(guard_us):.0f} us per rank")
+
+
+def _unguarded_execute(case_id: int, dist: Any, func: Any, arguments: Any, *, seed: int,
+                       measure_memory: bool, clean_state: Any = None) -> Any:
+    """``execute_case`` without the state guard and the collective count (for the side-by-side figure)."""
+    from pytest_dmlbench.world import execute
+
+    return execute._run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory)
+
+
+def test_state_guard_dispatch_cost(dmlbench_metrics: object) -> None:
+    """Trivial-case dispatch at world size 4 with and without the state guard, interleaved in blocks of 50
+    cases on two worlds (the unguarded one forked from a zygote started while the guard was patched out)."""
+    from pytest_dmlbench.world import rank
+
+    guarded = WorldPool(lambda: REGISTRY, lambda ws: 1)
+    guarded.start_zygote()
+    real = rank.execute_case
+    rank.execute_case = _unguarded_execute  # type: ignore[assignment]
+    try:
+        unguarded = WorldPool(lambda: REGISTRY, lambda ws: 1)
+        unguarded.start_zygote()
+    finally:
+        rank.execute_case = real
+    times: dict[str, list[float]] = {"guarded": [], "unguarded": []}
+    try:
+        for _ in range(GUARD_BLOCKS):
+            for name, pool in (("guarded", guarded), ("unguarded", unguarded)):
+                for _ in range(50):
+                    elapsed, passed = _run(pool, 4, "trivial", 30)
+                    assert passed
+                    times[name].append(elapsed)
+    finally:
+        guarded.close()
+        unguarded.close()
+    with_guard, without = statistics.median(times["guarded"]), statistics.median(times["unguarded"])
+    dmlbench_metrics.record("dispatch_guarded_s", times["guarded"], unit="s", better="lower")  # type: ignore[attr-defined]
+    dmlbench_metrics.record("dispatch_unguarded_s", times["unguarded"], unit="s", better=None)  # type: ignore[attr-defined]
+    print(f"ws4 dispatch median: {with_guard * 1e3:.2f} ms with the state guard, {without * 1e3:.2f} ms without "
+          f"(+{(with_guard - without) * 1e3:.2f} ms)")

@@ -14,7 +14,8 @@ agree by construction. Every call records, into every active :class:`CommCounter
   ``async_op=True`` calls and ``isend``/``irecv``;
 - ``busy_s``: the union of the intervals [issue, completion] over all calls, so overlapping asynchronous
   collectives are not counted twice. An asynchronous call completes when its ``wait()`` returns, when
-  ``is_completed()`` first reports True, or when the future from ``get_future()`` is done.
+  ``is_completed()`` first reports True, or when the future from ``get_future()`` is done. That future is
+  chained after the record, so once its ``wait()`` returns the interval is in the counter.
 
 ``isend``/``irecv`` are recorded under the operation names ``send``/``recv``. Communication that happens
 out of Python's sight (DDP's C++ buffer broadcast) is added with :func:`account`. An interceptor installed
@@ -270,9 +271,14 @@ class _TimedWork:
         return done
 
     def get_future(self) -> Any:
-        future = self._work.get_future()
-        future.add_done_callback(lambda _: self._finish(now()))
-        return future
+        """A future chained after the completion record, so its ``wait()`` returns only once the interval
+        is in every counter (a plain done-callback may still be running when ``wait()`` returns)."""
+
+        def finished(future: Any) -> Any:
+            self._finish(now())
+            return future.value()
+
+        return self._work.get_future().then(finished)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
@@ -404,12 +410,14 @@ def counting_comm_hook(hook: Callable[[Any, Any], Any] | None = None) -> Callabl
         for counter in counters:
             counter.record_call(DDP_BUCKET_OP, nbytes, issued - start)
 
-        def done(_: Any) -> None:
+        def done(finished: Any) -> Any:
             end = now()
             for counter in counters:
                 counter.record_interval(start, end)
+            return finished.value()
 
-        future.add_done_callback(done)
-        return future
+        # Chained rather than a done-callback: whoever waits on the returned future (DDP's reducer, the
+        # case) resumes only after the interval is recorded.
+        return future.then(done)
 
     return counted

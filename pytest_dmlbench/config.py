@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import pytest
 
 BACKENDS = ("auto", "gloo", "nccl")
+ISOLATIONS = ("persistent", "fresh")
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -69,6 +70,14 @@ def parse_threshold(value: Any, source: str = "--dmlbench-threshold") -> float:
     return number
 
 
+def parse_isolation(value: Any, source: str = "--dmlbench-isolation") -> str:
+    """persistent (a kept world with the per-case state guard) or fresh (a new world for every case)."""
+    text = str(value).strip().lower()
+    if text not in ISOLATIONS:
+        raise ConfigError(f"{source}: {value!r} is not an isolation; choose one of {', '.join(ISOLATIONS)}")
+    return text
+
+
 @dataclass(frozen=True)
 class DmlbenchConfig:
     """Every option of the plugin, validated."""
@@ -84,6 +93,7 @@ class DmlbenchConfig:
     json_path: Path | None
     fail_on_improvement: bool
     plots_dir: Path | None = None
+    isolation: str = "persistent"
 
 
 @dataclass(frozen=True)
@@ -95,10 +105,11 @@ class CaseSettings:
     timeout_s: float
     threshold_pct: float | None
     scaling: bool
+    isolation: str = "persistent"
 
 
 SCALING_ARG = "dmlbench_world_size"  # the parameter ``scaling=True`` adds (ids ws1, ws2, ...)
-MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling")
+MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling", "isolation")
 
 
 def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where: str) -> CaseSettings:
@@ -112,12 +123,14 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
     backend = marker_kwargs.get("backend")
     timeout = marker_kwargs.get("timeout")
     threshold = marker_kwargs.get("threshold")
+    isolation = marker_kwargs.get("isolation")
     return CaseSettings(
         world_size=defaults.world_size if ws is None else parse_world_size(ws, f"{where}: world_size="),
         backend=defaults.backend if backend is None else parse_backend(backend, f"{where}: backend="),
         timeout_s=defaults.timeout_s if timeout is None else parse_positive_seconds(timeout, f"{where}: timeout="),
         threshold_pct=None if threshold is None else parse_threshold(threshold, f"{where}: threshold="),
         scaling=bool(marker_kwargs.get("scaling", False)),
+        isolation=defaults.isolation if isolation is None else parse_isolation(isolation, f"{where}: isolation="),
     )
 
 
@@ -150,6 +163,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     baseline_dir = _value(config, "dmlbench_baseline_dir")
     json_path = _value(config, "dmlbench_json")
     plots_dir = _value(config, "dmlbench_plots")
+    isolation = _value(config, "dmlbench_isolation")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -162,4 +176,5 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         json_path=Path(json_path) if json_path else None,
         fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
         plots_dir=Path(plots_dir) if plots_dir else None,
+        isolation="persistent" if isolation is None else parse_isolation(isolation),
     )

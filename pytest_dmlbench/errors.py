@@ -21,3 +21,8 @@ class WorldError(DmlbenchError):
 
 class BaselineWarning(UserWarning):
     """Something about the stored baselines the user should know but that does not fail the run."""
+
+
+class WorldRebuiltWarning(UserWarning):
+    """A case left its world unusable (destroyed or replaced the default group, or state that cannot be
+    restored); the world was rebuilt and the case is named."""

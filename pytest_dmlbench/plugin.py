@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from pytest_dmlbench.config import (
     case_settings,
     scaling_world_sizes,
 )
-from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
 from pytest_dmlbench.gate import BaselineGate
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results_reporter import REPORT_ATTR, ResultsReporter
@@ -46,7 +47,7 @@ LOCAL_METRICS_KEY = pytest.StashKey[LocalMetrics]()
 
 SKIP_REASON = "distributed case: run with --dmlbench"
 MARKER_DOC = (
-    "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False): "
+    "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False, isolation=None): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
 )
 
@@ -63,6 +64,8 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-plots", "dmlbench_plots", {"metavar": "DIR"}, "write this run's plots and report.html into DIR"),
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
+    ("--dmlbench-isolation", "dmlbench_isolation", {"metavar": "{persistent,fresh}"},
+     "persistent: kept worlds with a state guard after every case (default); fresh: a new world per case"),
 ]
 _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench", "dmlbench", "run the distributed cases (without it they are skipped)"),
@@ -81,6 +84,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for flag, dest, extra, help_text in _OPTIONS:
         group.addoption(flag, dest=dest, default=None, help=help_text, **extra)
         parser.addini(dest, f"{help_text} (ini form of {flag})", default=None)
+
+
+def _under_launcher(config: pytest.Config, settings: DmlbenchConfig) -> DmlbenchConfig:
+    """Under an external launcher the launcher's world size is the default; a conflicting explicit
+    ``--world-size`` is a usage error (on every rank, before any rendezvous)."""
+    from pytest_dmlbench.world.launched import launched_externally, launcher_world_size
+
+    if not launched_externally(os.environ):
+        return settings
+    try:
+        size = launcher_world_size(os.environ, config.getoption("dmlbench_world_size", default=None)
+                                   or config.getini("dmlbench_world_size") or None)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return replace(settings, world_size=size)
 
 
 def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
@@ -106,6 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[FACTS_KEY] = facts
     if not settings.enabled:
         return
+    settings = _under_launcher(config, settings)
+    config.stash[CONFIG_KEY] = settings
     from pytest_dmlbench.properties.healthcheck import PropertyHealthCheck
 
     config.pluginmanager.register(PropertyHealthCheck(), "dmlbench-properties")
@@ -248,15 +268,22 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     case = PreparedCase(
         CollectedCase(pyfuncitem.nodeid, pyfuncitem.obj, argnames, _callspec_params(pyfuncitem)),
         funcargs=pyfuncitem.funcargs, world_size=settings.world_size, backend=backend,
-        timeout_s=settings.timeout_s, uses_bench="dmlbench" in argnames,
+        timeout_s=settings.timeout_s, uses_bench="dmlbench" in argnames, isolation=settings.isolation,
     )
     try:
         run = pyfuncitem.config.stash[ENGINE_KEY].run(case)
     except CaseNotRunnable as exc:
         pytest.fail(str(exc), pytrace=False)
+    except WorldError as exc:  # a launcher's world that cannot go on
+        pytest.exit(f"{pyfuncitem.nodeid}: {exc}", returncode=1)
     for report in run.ranks:
         if report.output.strip():
             pyfuncitem.add_report_section("call", f"rank {report.rank} output", report.output)
+    if run.rebuilt_because and settings.isolation != "fresh":  # a fresh world is discarded after the case anyway
+        pyfuncitem.warn(WorldRebuiltWarning(
+            f"{pyfuncitem.nodeid} left its world unusable ({run.rebuilt_because}); the world was rebuilt "
+            "before the next case. Leave the default process group in place, or mark the case "
+            "isolation=\"fresh\"."))
     if run.passed:
         facts = _facts(pyfuncitem, settings.world_size, backend, settings.threshold_pct)
         result = pyfuncitem.config.stash[BUILDER_KEY].from_ranks(facts, [r.outcome for r in run.ranks])
@@ -265,7 +292,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return True
     statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}
     first = run.ranks[0].outcome
-    if not run.world_broken and len(statuses) == 1 and first is not None and all(r.outcome for r in run.ranks):
+    if not run.unmatched and len(statuses) == 1 and first is not None and all(r.outcome for r in run.ranks):
         if first.status == "skipped":
             pytest.skip(first.message)
         if first.status == "xfailed":

@@ -50,9 +50,12 @@ def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Ou
     return Outcome(proc.returncode, proc.stdout + proc.stderr)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def world1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A real one-rank gloo process group in this test process, for unit tests of rank-side code."""
+    """A real one-rank gloo process group in this test process, for unit tests of rank-side code.
+
+    Per test, not per module: a group left initialised between tests made tests that need no group
+    (building a strategy outside one must fail) depend on the order the tests ran in."""
     import torch.distributed as dist
 
     if dist.is_initialized():

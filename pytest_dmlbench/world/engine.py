@@ -41,6 +41,7 @@ class PreparedCase:
     backend: str
     timeout_s: float
     uses_bench: bool
+    isolation: str = "persistent"  # or "fresh": a world of its own (forked engine only)
 
 
 class Engine(Protocol):

@@ -11,10 +11,13 @@ import time
 import traceback
 import zlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
+from pytest_dmlbench.world.groups import GroupWatch
+from pytest_dmlbench.world.guard import StateSnapshot, Unrestorable, snapshot
 from pytest_dmlbench.world.messages import RankOutcome, Status
 
 
@@ -32,6 +35,16 @@ def seed_everything(seed: int) -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed(seed % 2**32)
+
+
+def warm_up() -> None:
+    """Do once, in the zygote, what every rank's first case would otherwise do on its own: import
+    ``numpy.random`` (seeding loads it lazily; tens of ms per rank) and build the guard's settings."""
+    from pytest_dmlbench.world import guard
+
+    if "numpy" in sys.modules:
+        import numpy.random  # noqa: F401
+    guard.warm_up()
 
 
 def classify(exc: BaseException) -> Status:
@@ -61,8 +74,29 @@ def execute_case(
     *,
     seed: int,
     measure_memory: bool,
+    clean_state: StateSnapshot | None = None,
 ) -> RankOutcome:
-    """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report."""
+    """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report; then put
+    the guarded state back and report on the default group (see ``guard`` and ``groups``).
+
+    ``clean_state`` is the state to restore; by default the state just before the body. A rank that runs
+    nothing but cases passes the one snapshot it took at start: after each restore the state equals it.
+    """
+    state = clean_state if clean_state is not None else snapshot()
+    groups = GroupWatch.start()
+    outcome = _run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory)
+    return replace(outcome, **after_case(state, groups))
+
+
+def _run_body(
+    case_id: int,
+    dist: DistInfo,
+    func: Callable[..., Any],
+    arguments: Callable[[Any], dict[str, Any]],
+    *,
+    seed: int,
+    measure_memory: bool,
+) -> RankOutcome:
     from pytest_dmlbench.bench import RankBench
 
     start = time.perf_counter()
@@ -93,3 +127,16 @@ def execute_case(
         peak_memory=bench.peak_memory,
         notes=tuple(bench.notes),
     )
+
+
+def after_case(state: StateSnapshot, groups: GroupWatch) -> dict[str, Any]:
+    """Restore the state, destroy the case's sub-groups; the outcome fields that say how the world is."""
+    reasons = []
+    try:
+        state.restore()
+    except Unrestorable as exc:
+        reasons.append(f"state the case changed cannot be restored ({exc})")
+    report = groups.finish()
+    if report.rebuild:
+        reasons.append(report.rebuild)
+    return {"collectives": report.collectives, "rebuild": "; ".join(reasons)}

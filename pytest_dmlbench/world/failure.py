@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from pytest_dmlbench.world.agreement import UNMATCHED_ADVICE, describe_outcome, mixed_outcomes
 from pytest_dmlbench.world.world import CaseOutcome, RankReport
 
 
@@ -82,7 +83,12 @@ def failure_text(run: CaseOutcome, world_size: int, backend: str) -> str:
             parts.append(f"failed on rank(s) {', '.join(str(r.rank) for r in failed)}")
         if died:
             parts.append("; ".join(f"rank {r.rank} died ({r.died})" for r in died))
-        headline = f"distributed case {' and '.join(parts)} of {world_size} ({backend})"
+        if parts:
+            headline = f"distributed case {' and '.join(parts)} of {world_size} ({backend})"
+        elif run.unmatched:
+            headline = f"distributed case on {world_size} rank(s) ({backend}): {run.unmatched}"
+        else:
+            headline = f"distributed case: the ranks of {world_size} ({backend}) reached different outcomes"
     first = None
     if died:
         first = f"rank {died[0].rank} died"
@@ -90,5 +96,23 @@ def failure_text(run: CaseOutcome, world_size: int, backend: str) -> str:
         first = f"rank {failed[0].rank} failed"
     blocks = [_describe(r, run, first) for r in died + failed]
     blocks.extend(_describe_stuck_group(group, run, first) for group in _group_by_stack(stuck))
+    notes = agreement_notes(run, headline)
     tail = "the world was torn down and will be restarted for the next case" if run.world_broken else ""
-    return "\n\n".join([headline, *blocks, *([tail] if tail else [])])
+    return "\n\n".join([headline, *blocks, *notes, *([tail] if tail else [])])
+
+
+def agreement_notes(run: CaseOutcome, headline: str) -> list[str]:
+    """Each rank's outcome when they differ, the unmatched collectives, and why the world is rebuilt."""
+    notes = []
+    mixed = mixed_outcomes([
+        (r.rank, "died" if r.died else "stuck" if r.stuck or r.outcome is None else r.outcome.status,
+         describe_outcome(r.outcome, r.died, r.stuck))
+        for r in run.ranks
+    ])
+    if mixed:
+        notes.append(mixed)
+    if run.unmatched:
+        notes.append(("" if run.unmatched in headline else run.unmatched + ". ") + UNMATCHED_ADVICE)
+    if run.rebuilt_because:
+        notes.append(f"the world is rebuilt because {run.rebuilt_because}")
+    return notes

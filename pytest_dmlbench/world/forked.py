@@ -83,12 +83,20 @@ class ForkedEngine:
             raise CaseNotRunnable(f"{nodeid} was not collected before the rank processes started; "
                                   "distributed cases must be collected up front")
         registry_args, pickled = split_arguments(case.case.argnames, case.funcargs, case.case.params)
+        fresh = case.isolation == "fresh"
         try:
-            world = self.pool.world(case.backend, case.world_size)
+            if fresh:
+                world = self.pool.fresh_world(case.backend, case.world_size)
+            else:
+                world = self.pool.world(case.backend, case.world_size)
         except WorldError as exc:
             raise CaseNotRunnable(f"the rank world could not be started: {exc}") from exc
-        return world.run(nodeid, seed=case_seed(nodeid), registry_args=registry_args, pickled_args=pickled,
-                         measure_memory=case.uses_bench, timeout_s=case.timeout_s)
+        try:
+            return world.run(nodeid, seed=case_seed(nodeid), registry_args=registry_args, pickled_args=pickled,
+                             measure_memory=case.uses_bench, timeout_s=case.timeout_s)
+        finally:
+            if fresh:
+                world.kill()  # its ranks are done with; SIGKILL skips hundreds of ms of orderly teardown
 
     def close(self) -> None:
         self.pool.close()

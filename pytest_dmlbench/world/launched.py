@@ -15,10 +15,13 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from pytest_dmlbench.config import parse_world_size
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.errors import ConfigError, WorldError
 from pytest_dmlbench.world.backend import BackendChoice, device_for, select_backend
 from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed, execute_case
+from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.messages import RankOutcome
 from pytest_dmlbench.world.world import CaseOutcome, RankReport
 
@@ -28,6 +31,21 @@ LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 def launched_externally(environ: Mapping[str, str]) -> bool:
     """True when a launcher has set up this process as one rank of a world."""
     return "TORCHELASTIC_RUN_ID" in environ or all(name in environ for name in LAUNCHER_VARS)
+
+
+def launcher_world_size(environ: Mapping[str, str], requested: object) -> int:
+    """The world size cases default to under a launcher: the launcher's. An explicit ``--world-size`` that
+    differs is a usage error (raised on every rank, before any rendezvous)."""
+    size = int(environ["WORLD_SIZE"])
+    if requested is None:
+        return size
+    asked = parse_world_size(requested)
+    if asked != size:
+        raise ConfigError(
+            f"--world-size {asked} conflicts with the launcher's world of {size} rank(s) (WORLD_SIZE={size}); "
+            f"drop --world-size (cases then run on the launcher's {size} rank(s)) or start {asked} rank(s)"
+        )
+    return size
 
 
 class LaunchedEngine:
@@ -48,6 +66,7 @@ class LaunchedEngine:
         if os.environ.get("MASTER_ADDR") in ("127.0.0.1", "localhost"):
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         td.init_process_group(self.backend, init_method="env://", timeout=timedelta(seconds=timeout_s))
+        install_p2p_accounting()
         device = device_for(self.backend, local_rank)
         self.dist = DistInfo(self.rank, self.world_size, self.backend, device)
         self._cases = 0
@@ -61,13 +80,19 @@ class LaunchedEngine:
         """Check that every rank collected the same cases (else their collectives would not match)."""
         import torch.distributed as td
 
-        nodeids = sorted(case.nodeid for case in cases)
-        digest = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()
+        nodeids = [case.nodeid for case in cases]
+        same_cases = hashlib.sha256("\n".join(sorted(nodeids)).encode()).hexdigest()
+        same_order = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()
         everyone: list[Any] = [None] * self.world_size
-        td.all_gather_object(everyone, (digest, len(nodeids)))
+        td.all_gather_object(everyone, (same_cases, len(nodeids), same_order))
         if all(entry == everyone[0] for entry in everyone):
             return
-        lines = [f"rank {r}: {n} case(s), digest {d[:12]}" for r, (d, n) in enumerate(everyone)]
+        if all(entry[:2] == everyone[0][:2] for entry in everyone):
+            raise CaseNotRunnable(
+                "ranks collected the same cases in different orders, so their collectives would not match; a "
+                "plugin reorders them differently on each rank (pytest-randomly: give every rank the same "
+                "--randomly-seed N, or pass -p no:randomly)")
+        lines = [f"rank {r}: {n} case(s), digest {d[:12]}" for r, (d, n, _) in enumerate(everyone)]
         raise CaseNotRunnable("ranks collected different cases, so their collectives would not match:\n  "
                               + "\n  ".join(lines)
                               + "\nrun the same pytest command line, in the same checkout, on every rank")
@@ -94,11 +119,18 @@ class LaunchedEngine:
 
         outcome = execute_case(self._cases, self.dist, case.case.func, arguments, seed=case_seed(case.case.nodeid),
                                measure_memory=case.uses_bench)
+        if not td.is_initialized():
+            raise WorldError(
+                f"{outcome.rebuild}: under a launcher the launcher's world cannot be rebuilt, so the run "
+                "stops here. Leave the default process group in place."
+            )
         outcomes: list[Any] = [None] * self.world_size
         td.all_gather_object(outcomes, outcome)
         reports = [RankReport(rank, outcome=o if isinstance(o, RankOutcome) else None)
                    for rank, o in enumerate(outcomes)]
-        return CaseOutcome(reports, time.monotonic() - begin)
+        run = CaseOutcome(reports, time.monotonic() - begin)
+        run.check_agreement()
+        return run
 
     def close(self) -> None:
         """Leave together: a launcher ends the whole job when one rank exits early with a failure code,

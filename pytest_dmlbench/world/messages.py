@@ -95,6 +95,10 @@ class RankOutcome:
     peak_memory: PeakMemory | None = None
     notes: tuple[str, ...] = ()
     property_verdict: dict[str, Any] | None = None
+    # Collectives the case issued on the default group (None when unknown), and why this rank's world must
+    # be rebuilt before the next case ("" when it need not).
+    collectives: int | None = None
+    rebuild: str = ""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,18 @@ class WorldPool:
         current = self._worlds.get(key)
         if current is not None and not current.broken:
             return current
+        fresh = self._new_world(backend, world_size)
+        self._worlds[key] = fresh
+        fresh.start()
+        return fresh
+
+    def fresh_world(self, backend: str, world_size: int) -> World:
+        """A new world of this shape for one case (``isolation="fresh"``); the caller stops it after."""
+        world = self._new_world(backend, world_size)
+        world.start()
+        return world
+
+    def _new_world(self, backend: str, world_size: int) -> World:
         self.start_zygote()
         assert self._zygote is not None
         if backend == "nccl" and self.cuda_initialised_before_fork:
@@ -74,10 +86,7 @@ class WorldPool:
             threads=self._threads_for(world_size),
             init_timeout_s=self._init_timeout_s,
         )
-        fresh = World(spec, self._zygote)
-        self._worlds[key] = fresh
-        fresh.start()
-        return fresh
+        return World(spec, self._zygote)
 
     def close(self) -> None:
         """Stop every world and the zygote, then remove the scratch folder."""

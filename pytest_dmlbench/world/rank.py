@@ -21,6 +21,8 @@ from typing import Any, NoReturn
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.world.backend import device_for
 from pytest_dmlbench.world.execute import execute_case
+from pytest_dmlbench.world.groups import install_p2p_accounting
+from pytest_dmlbench.world.guard import StateSnapshot, snapshot
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
@@ -65,6 +67,7 @@ class RankProcess:
         self.conn = conn
         self.registry = registry
         self.dist = DistInfo(rank, spec.world_size, spec.backend, device_for(spec.backend, rank))
+        self.clean_state: StateSnapshot | None = None  # taken once the rank has joined its group
 
     def join_group(self) -> float:
         import torch
@@ -86,6 +89,8 @@ class RankProcess:
 
     def serve(self) -> NoReturn:
         init_s = self.join_group()
+        install_p2p_accounting()
+        self.clean_state = snapshot()
         self.conn.send(Ready(self.rank, os.getpid(), init_s))
         while True:
             try:
@@ -145,7 +150,8 @@ class RankProcess:
             return self._arguments(message, bench)
 
         return execute_case(message.case_id, self.dist, entry.func if entry else _missing, arguments,
-                            seed=message.seed, measure_memory=message.measure_memory)
+                            seed=message.seed, measure_memory=message.measure_memory,
+                            clean_state=self.clean_state)
 
 
 def _missing() -> None:

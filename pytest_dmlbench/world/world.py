@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import cast
 
 from pytest_dmlbench.errors import WorldError
+from pytest_dmlbench.world.agreement import rebuild_reasons, unmatched_collectives
 from pytest_dmlbench.world.lifetime import describe_status
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
 from pytest_dmlbench.world.rank import rank_log_path, rank_stack_path
@@ -44,10 +45,22 @@ class CaseOutcome:
     timed_out: bool = False
     world_broken: bool = False
     timeout_s: float = 0.0
+    unmatched: str = ""  # the ranks issued different numbers of collectives (see world.agreement)
+    rebuilt_because: str = ""  # the case destroyed/replaced the default group or left unrestorable state
 
     @property
     def passed(self) -> bool:
-        return all(r.outcome is not None and r.outcome.status == "passed" for r in self.ranks)
+        return not self.unmatched and all(r.outcome is not None and r.outcome.status == "passed"
+                                          for r in self.ranks)
+
+    def check_agreement(self) -> None:
+        """Fill ``unmatched`` and ``rebuilt_because`` from the outcomes; either one breaks the world."""
+        outcomes = [r.outcome for r in self.ranks if r.outcome is not None]
+        if len(outcomes) == len(self.ranks):
+            self.unmatched = unmatched_collectives(outcomes)
+        self.rebuilt_because = rebuild_reasons(outcomes)
+        if self.unmatched or self.rebuilt_because:
+            self.world_broken = True
 
 
 class World:
@@ -156,10 +169,12 @@ class World:
         for report in reports:
             log = rank_log_path(self.spec.out_dir, report.rank)
             report.output = self._read_new(log, self._log_offsets, report.rank)
-        if self.broken:
+        run = CaseOutcome(reports, time.monotonic() - begin, timed_out=timed_out, world_broken=self.broken,
+                          timeout_s=timeout_s)
+        run.check_agreement()
+        if run.world_broken:
             self.kill()
-        return CaseOutcome(reports, time.monotonic() - begin, timed_out=timed_out, world_broken=self.broken,
-                       timeout_s=timeout_s)
+        return run
 
     def _dump_stacks(self, reports: list[RankReport], ranks: list[int]) -> None:
         for rank in ranks:

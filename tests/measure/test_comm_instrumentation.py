@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -10,6 +13,7 @@ import torch.distributed as dist
 from pytest_dmlbench.comm import (
     PAYLOAD,
     CommCounter,
+    _TimedWork,
     instrument_collectives,
     original,
     union_length,
@@ -93,6 +97,44 @@ def test_async_work_through_its_future_is_timed(world1: None) -> None:
         assert work is not None
         work.get_future().wait()
     assert len(comm.intervals) == 1
+
+
+class _SlowCounter(CommCounter):
+    """Takes its time to record an interval, so a record made after ``wait()`` returned is caught."""
+
+    def record_interval(self, start: float, end: float) -> None:
+        time.sleep(0.3)
+        super().record_interval(start, end)
+
+
+class _WorkCompletedByAnotherThread:
+    """Stands in for a backend's ``Work``: its real torch future is completed from another thread, as
+    gloo's worker thread does (the real backend completes too quickly to hit the window reliably)."""
+
+    def __init__(self) -> None:
+        self.future: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
+
+    def get_future(self) -> torch.futures.Future[list[torch.Tensor]]:
+        return self.future
+
+    def complete_soon(self) -> threading.Thread:
+        thread = threading.Thread(target=lambda: (time.sleep(0.05), self.future.set_result([torch.ones(1)])))
+        thread.start()
+        return thread
+
+
+def test_future_wait_returns_only_after_the_interval_is_recorded() -> None:
+    # Negative control: with a plain done-callback on the backend's future, this wait() returns while the
+    # completing thread is still inside record_interval and the interval is missing.
+    counter = _SlowCounter()
+    work = _WorkCompletedByAnotherThread()
+    timed = _TimedWork(work, "all_reduce", 0.0, [counter])
+    future = timed.get_future()
+    thread = work.complete_soon()
+    value = future.wait()
+    assert len(counter.intervals) == 1
+    assert torch.equal(value[0], torch.ones(1))  # the chained future still carries the result
+    thread.join()
 
 
 def test_counter_without_instrumentation_sees_nothing(world1: None) -> None:

@@ -36,7 +36,7 @@ CASES = """
 def torchrun(folder: Path, *args: str, **env: str) -> Outcome:
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
-         "-m", "pytest", "-p", "no:cacheprovider", "--dmlbench", *args],
+         "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", *args],
         cwd=folder, capture_output=True, text=True, timeout=300, env=clean_env(**env),
     )
     return Outcome(proc.returncode, proc.stdout + proc.stderr)

@@ -1,0 +1,33 @@
+"""The design card's commands at the repository root: `pytest --dmlbench --world-size 4` collects the
+benchmark and correctness cases, `pytest tests` the plugin's own tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import clean_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _collected(*args: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--collect-only", "-q",
+         *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=clean_env(),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [line for line in proc.stdout.splitlines() if "::" in line]
+
+
+def test_the_root_command_collects_the_bench_cases() -> None:
+    collected = _collected("--dmlbench", "--world-size", "4")
+    assert collected, "no case collected"
+    assert all(nodeid.startswith("bench_cases/") for nodeid in collected), collected[:5]
+
+
+def test_naming_tests_collects_the_plugins_own_tests() -> None:
+    collected = _collected("tests/world/test_options.py")
+    assert collected and all(nodeid.startswith("tests/world/test_options.py::") for nodeid in collected)
