@@ -1,4 +1,5 @@
-"""Command line: ``python -m pytest_dmlbench compare BASELINE RESULTS`` and ``... show PATH``.
+"""Command line: ``python -m pytest_dmlbench compare BASELINE RESULTS``, ``... show PATH`` and
+``... project RESULTS --ranks N...`` (:mod:`pytest_dmlbench.projection`).
 
 Exit codes: 0 no regression, 1 at least one regression (or improvement with ``--fail-on-improvement``),
 2 bad input (unreadable file, unknown folder, bad option) with a message saying what to do.
@@ -164,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="print the table of a results/baseline file or folder")
     show.add_argument("path", help="results or baseline JSON file, machine folder, or baselines root")
     show.set_defaults(handler=_show)
+    from pytest_dmlbench.projection.command import add_parser as add_project_parser
+
+    add_project_parser(commands)
     return parser
 
 
