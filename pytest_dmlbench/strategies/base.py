@@ -180,6 +180,7 @@ _LAZY_MODULES: dict[str, str] = {
     "local_sgd": "pytest_dmlbench.strategies.local_sgd",
     "pipeline": "pytest_dmlbench.strategies.pipeline",
     "robust": "pytest_dmlbench.robust.strategy",
+    "deepspeed": "pytest_dmlbench.strategies.zero",
 }
 
 

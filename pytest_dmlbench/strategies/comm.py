@@ -87,6 +87,12 @@ def _run(op: str, size: int, call: Callable[[], Any]) -> Any:
     return _interceptor(op, size, call)
 
 
+def issue(op: str, size: int, call: Callable[[], Any]) -> Any:
+    """Count ``size`` bytes of ``op`` and run ``call`` through the interceptor: for communication issued by
+    another library's backend that a strategy routes through this module (DeepSpeed's ``deepspeed.comm``)."""
+    return _run(op, size, call)
+
+
 def all_reduce(
     tensor: torch.Tensor,
     op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM,
