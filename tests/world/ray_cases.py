@@ -36,3 +36,7 @@ def dies_on_rank_1(dist: Any) -> None:
     if dist.rank == 1:
         os._exit(3)
     time.sleep(3600)
+
+
+def sleeps(dist: Any) -> None:
+    time.sleep(3600)
