@@ -12,8 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # Modules that run inside rank processes (or are imported by them): no pytest import allowed.
 RANK_SIDE = ["world/rank.py", "world/execute.py", "world/zygote.py", "world/messages.py", "world/registry.py",
-             "world/lifetime.py", "world/backend.py", "bench.py", "dist_info.py", "results.py", "strategies",
-             "robust", "measure", "models.py", "data", "reference.py"]
+             "world/lifetime.py", "world/backend.py", "world/ray_rank.py", "bench.py", "dist_info.py", "results.py",
+             "strategies", "robust", "measure", "models.py", "data", "reference.py"]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:

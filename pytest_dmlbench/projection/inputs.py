@@ -69,7 +69,8 @@ def family_of(case: CaseResult) -> str:
 
 
 def training_cases(results: RunResults) -> list[TrainingCase]:
-    """Every passed case measured with ``dmlbench.train(..., twin=)`` and counted bytes."""
+    """Every passed case measured with ``dmlbench.train(..., twin=)`` and counted bytes, with positive
+    step and compute times."""
     found = []
     for case in results.cases:
         metrics = case.metrics
@@ -78,12 +79,15 @@ def training_cases(results: RunResults) -> list[TrainingCase]:
         steps = metrics["step_time_s"].samples
         exposed = metrics["exposed_comm_fraction"].samples
         rates = metrics["throughput_samples_per_s"].samples
+        compute = _median([s * (1.0 - e) for s, e in zip(steps, exposed, strict=False)])
+        if not (_median(steps) > 0 and compute > 0):
+            continue  # no usable timing (a failed or empty measurement)
         found.append(TrainingCase(
             nodeid=case.nodeid,
             family=family_of(case),
             world_size=case.world_size,
             step_s=_median(steps),
-            compute_s=_median([s * (1.0 - e) for s, e in zip(steps, exposed, strict=False)]),
+            compute_s=compute,
             comm_bytes=_median(metrics["comm_bytes_per_step"].samples),
             global_batch=_median([r * s for r, s in zip(rates, steps, strict=False)]),
             oversubscribed=oversubscribed(case, results),

@@ -103,3 +103,12 @@ def test_collectives_at_several_world_sizes_are_also_fitted_per_world_size() -> 
     for fitted in cal.by_world_size.values():
         assert fitted.alpha_s == pytest.approx(ALPHA, rel=1e-9)
     assert calibrate(modelled_run(world_sizes=(4,))).by_world_size == {}
+
+
+def test_cases_without_a_usable_compute_time_are_left_out() -> None:
+    run = modelled_run()
+    broken = training_case(8, 0.05)
+    broken.metrics["exposed_comm_fraction"].samples[:] = [1.0] * 5  # the twin took no time
+    run.cases.append(broken)
+    [family] = workloads(run)
+    assert [c.world_size for c in family.cases] == [1, 2, 4]
