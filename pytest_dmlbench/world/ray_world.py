@@ -34,7 +34,7 @@ from pytest_dmlbench.world.registry import CaseRegistry
 from pytest_dmlbench.world.world import FAILURE_GRACE_S, CaseRun, RankReport
 
 INSTALL_HINT = "pip install 'pytest-dmlbench[ray]' (or pip install ray)"
-STACK_WAIT_S = 5.0
+STACK_WAIT_S = 20.0  # an answer normally takes milliseconds; a loaded machine may take seconds
 STOP_WAIT_S = 2.0
 
 
