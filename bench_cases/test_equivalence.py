@@ -8,6 +8,7 @@ deliberately broken strategies to the same checks and require them to fail.
 from __future__ import annotations
 
 import copy
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -447,3 +448,36 @@ def test_negative_control_faulty_strategy_is_caught(dist: Any, world_size: int, 
 def test_negative_control_missing_buffer_broadcast_is_caught(dist: Any, world_size: int) -> None:
     with pytest.raises(AssertionError, match="BatchNorm buffers"):
         check_batchnorm_buffers("allreduce", broadcast_buffers=False)
+
+
+# -------------------------------------------------------------------------------------------- DeepSpeed
+# DeepSpeed is optional; its ZeRO stages reduce float32 (stage 0 refuses float64 gradients), so these cases
+# run in float32 with float32 tolerances.
+needs_deepspeed = pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None,
+    reason="DeepSpeed is not installed: pip install 'pytest-dmlbench[deepspeed]'",
+)
+ZERO_STAGES = [pytest.param(stage, id=f"zero{stage}") for stage in (0, 1, 2)]
+
+
+@needs_deepspeed
+@pytest.mark.dmlbench(scaling=True, timeout=300)
+@pytest.mark.parametrize("momentum", MOMENTA)
+@pytest.mark.parametrize("zero_stage", ZERO_STAGES)
+@pytest.mark.parametrize("model_name", ["mlp", "cnn"])
+def test_deepspeed_matches_single_process_reference(dist: Any, model_name: str, zero_stage: int,
+                                                    momentum: float) -> None:
+    """ZeRO 0-2 with plain SGD equals single-process SGD on the global batch."""
+    check_strategy_matches_reference("deepspeed", model_name, torch.float32, momentum, zero_stage=zero_stage)
+
+
+@needs_deepspeed
+@pytest.mark.dmlbench(timeout=300)
+@pytest.mark.parametrize("world_size", pinned(2))
+@pytest.mark.parametrize("zero_stage", ZERO_STAGES)
+def test_negative_control_deepspeed_without_communication_is_caught(dist: Any, world_size: int,
+                                                                    zero_stage: int) -> None:
+    """The same check on DeepSpeed's engine with every communication skipped (its twin) must fail."""
+    strategy = build("deepspeed", make_model("mlp", torch.float32), lr=LR, zero_stage=zero_stage, communicate=False)
+    with pytest.raises(AssertionError):
+        check_against(strategy, "mlp", torch.float32)

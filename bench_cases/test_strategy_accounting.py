@@ -4,6 +4,8 @@ In a one-rank world nothing leaves the process, so every count is zero there."""
 
 from __future__ import annotations
 
+import importlib.util
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -181,3 +183,43 @@ def test_a_strategy_counting_its_own_way_is_caught(dist: Any, dmlbench: Any) -> 
     strategy.comm_bytes_last_step //= 2
     with pytest.raises(AssertionError, match="runner's comm_bytes_per_step of that step is"):
         check_bytes_agree(strategy, runner_bytes)
+
+
+needs_deepspeed = pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None,
+    reason="DeepSpeed is not installed: pip install 'pytest-dmlbench[deepspeed]'",
+)
+
+
+def deepspeed_bytes(parameters: int, zero_stage: int, world_size: int) -> dict[str, int]:
+    """Documented bytes per step of ``deepspeed`` (see pytest_dmlbench/strategies/zero.py)."""
+    if zero_stage == 0:
+        return {"all_reduce": parameters * FLOAT32}
+    if world_size == 1:  # one partition: nothing to gather
+        return {"all_reduce": parameters * FLOAT32 + FLOAT32}
+    return {"all_reduce": parameters * FLOAT32 + FLOAT32,
+            "all_gather": 2 * FLOAT32 * math.ceil(parameters / (2 * world_size))}
+
+
+@needs_deepspeed
+@pytest.mark.dmlbench(scaling=True, timeout=300)
+@pytest.mark.parametrize("zero_stage", [0, 1, 2], ids=["zero0", "zero1", "zero2"])
+def test_deepspeed_bytes_counted_routed_and_left_out_by_the_twin(dist: Any, zero_stage: int) -> None:
+    model = models.tiny_mlp(16, 32, 10, seed=0)
+    parameters = sum(p.numel() for p in model.parameters())
+    strategy = build("deepspeed", model, lr=0.1, zero_stage=zero_stage)
+    expected = deepspeed_bytes(parameters, zero_stage, strategy.world_size)
+    for step in (1, 2):
+        totals: dict[str, int] = {}
+        for op, size in one_step(strategy):
+            totals[op] = totals.get(op, 0) + size
+        error = None
+        if totals != strategy.comm_bytes_by_op:
+            error = f"interceptor saw {totals}, strategy counted {strategy.comm_bytes_by_op}"
+        elif totals != expected:
+            error = f"zero{zero_stage} step {step}: counted {totals}, documented {expected}"
+        raise_on_all_ranks(error, what="deepspeed byte accounting")
+    twin = strategy.twin()
+    seen = one_step(twin)
+    raise_on_all_ranks(f"twin communicated {seen}" if seen or twin.comm_bytes_last_step else None,
+                       what="deepspeed twin")

@@ -4,6 +4,7 @@ and a convergence case that fails when training does not learn."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,19 @@ def test_strategy_training(dist: Any, dmlbench: Any, name: str) -> None:
     result = dmlbench.train(strategy, shard_of(batch, dist), global_batch_size=PER_RANK_BATCH * dist.world_size,
                             loss_fn=F.cross_entropy, twin=strategy.twin(), rounds=ROUNDS)
     assert all(loss == loss for loss in result.losses), "a training loss is NaN"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
+                    reason="DeepSpeed is not installed: pip install 'pytest-dmlbench[deepspeed]'")
+@pytest.mark.dmlbench(timeout=600)
+@pytest.mark.parametrize("zero_stage", [0, 1, 2], ids=["zero0", "zero1", "zero2"])
+def test_deepspeed_training(dist: Any, dmlbench: Any, zero_stage: int) -> None:
+    """DeepSpeed's engine (ZeRO 0-2) on the same model, data and world as test_strategy_training."""
+    strategy = build("deepspeed", models.small_cnn(seed=0), lr=0.05, momentum=0.9, zero_stage=zero_stage)
+    batch = synthetic_images(PER_RANK_BATCH * dist.world_size, seed=1)
+    strategy.step(*shard(batch, dist.rank, dist.world_size), F.cross_entropy)
+    dmlbench.train(strategy, shard_of(batch, dist), global_batch_size=PER_RANK_BATCH * dist.world_size,
+                   loss_fn=F.cross_entropy, twin=strategy.twin(), rounds=ROUNDS)
 
 
 WORKLOADS: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[int], tuple[torch.Tensor, torch.Tensor]],

@@ -1,5 +1,5 @@
-"""Command line: ``python -m pytest_dmlbench compare BASELINE RESULTS``, ``... show PATH``, ``... env``
-and ``... plot RESULTS... --out DIR``.
+"""Command line: ``python -m pytest_dmlbench compare BASELINE RESULTS``, ``... show PATH``, ``... env``,
+``... plot RESULTS... --out DIR`` and ``... project RESULTS --ranks N...`` (:mod:`pytest_dmlbench.projection`).
 
 Exit codes: 0 no regression, 1 at least one regression (or improvement with ``--fail-on-improvement``),
 2 bad input (unreadable file, unknown folder, bad option) with a message saying what to do.
@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(handler=_show)
     env_command.register(commands)
     plot_command.register(commands)
+    from pytest_dmlbench.projection.command import add_parser as add_project_parser
+
+    add_project_parser(commands)
     return parser
 
 

@@ -211,6 +211,25 @@ def set_interceptor(interceptor: Interceptor | None) -> Interceptor | None:
     return previous
 
 
+def issue(op: str, size: int, call: Callable[[], Any], group: Any = None) -> Any:
+    """Count ``size`` bytes of ``op`` issued by another library's communication backend (DeepSpeed's
+    ``deepspeed.comm``, Horovod) and run ``call`` through the interceptor; the ``torch.distributed`` calls
+    it makes inside are not counted a second time. Nothing is counted in a group of one rank."""
+    counters = _recording()
+    if not counters and _interceptor is None:
+        return call()
+    size = size if _group_size(group) > 1 else 0
+    interceptor = _interceptor
+    start = now()
+    with _suppressed():
+        result = call() if interceptor is None else interceptor(op, size, call)
+    end = now()
+    for counter in counters:
+        counter.record_call(op, size, end - start)
+        counter.record_interval(start, end)
+    return result
+
+
 def account(op: str, size: int, group: Any = None) -> None:
     """Add ``size`` bytes of ``op`` issued out of Python's sight (e.g. DDP's C++ buffer broadcast) to the
     active counters; nothing is counted in a group of one rank."""

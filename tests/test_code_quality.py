@@ -17,7 +17,7 @@ RANK_SIDE = ["world", "bench.py", "dist_info.py", "results.py", "stats.py", "com
              "baseline", "experiments/runner.py", "experiments/datasets.py", "experiments/schema.py",
              "experiments/fields.py", "experiments/frameworks.py", "experiments/matrix.py", "experiments/loading.py",
              "properties/__init__.py", "properties/body.py", "properties/lockstep.py", "properties/channel.py",
-             "properties/database.py"]
+             "properties/database.py", "projection"]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:

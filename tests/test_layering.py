@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("world", "properties"),
     ("baseline",),
     ("case_results", "gate", "report", "results_reporter", "introspection", "cli", "__main__", "experiments",
-     "table", "envreport", "plots"),
+     "table", "envreport", "plots", "projection"),
     ("plugin",),
 ]
 

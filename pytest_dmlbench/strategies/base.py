@@ -190,6 +190,8 @@ _LAZY_MODULES: dict[str, str] = {
     "local_sgd": "pytest_dmlbench.strategies.local_sgd",
     "pipeline": "pytest_dmlbench.strategies.pipeline",
     "robust": "pytest_dmlbench.robust.strategy",
+    "deepspeed": "pytest_dmlbench.strategies.zero",
+    "horovod": "pytest_dmlbench.strategies.horovod_allreduce",
 }
 
 

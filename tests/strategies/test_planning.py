@@ -87,8 +87,8 @@ def test_registry_lists_every_strategy_name() -> None:
 
 
 def test_unknown_strategy_names_the_choices() -> None:
-    with pytest.raises(ConfigError, match=r"unknown strategy 'horovod'; available: allreduce, bucketed"):
-        build("horovod", nn.Linear(1, 1), lr=0.1)
+    with pytest.raises(ConfigError, match=r"unknown strategy 'byteps'; available: allreduce, bucketed"):
+        build("byteps", nn.Linear(1, 1), lr=0.1)
 
 
 @pytest.mark.parametrize("name", ["ddp", "allreduce", "bucketed", "ps", "local_sgd", "pipeline"])

@@ -1,0 +1,229 @@
+"""A world whose ranks are Ray actors: the same surface and failure contract as :class:`World`.
+
+``RayWorld(spec, registry)`` then ``start()``, ``run(...) -> CaseOutcome``, ``kill()``, ``stop()``, like the
+forked engine's :class:`~pytest_dmlbench.world.world.World`:
+
+- Ray: ``ray.init()`` when Ray is not initialised yet (a local instance, or the cluster at ``RAY_ADDRESS``),
+  with the parent's ``sys.path`` as the workers' ``PYTHONPATH`` so that test modules import there (a local
+  cluster or a shared file system).
+- Placement: one bundle of ``cpus_per_rank`` CPUs per rank in a placement group, ``PACK`` by default,
+  ``SPREAD`` across nodes with ``spread=True``. Each rank is a :class:`~.ray_rank.RankActor` in its bundle.
+- Rendezvous: rank 0's actor starts a ``torch.distributed.TCPStore`` on port 0 (the OS picks the port, read
+  back); on loopback with ``GLOO_SOCKET_IFNAME=lo`` when every rank is on one node, else on rank 0's node
+  address. The others join through it.
+- Cases: the registry (case functions and their parametrize values) travels to every actor with Ray's
+  pickling; a case is a :class:`~.messages.CaseRequest` sent to every actor.
+- Failures: a case that raises on some ranks fails with each rank's traceback; the others get
+  ``FAILURE_GRACE_S`` to report, then count as stuck. A hung case is stopped at its timeout with every
+  stuck rank's stacks (asked from the actor's second thread). A dead actor is named with Ray's reason. After
+  any of these the world is broken: its actors are killed and the caller builds a new one.
+- Lifetime: actors are not detached, so none outlives the driver; ``kill``/``stop`` also remove the
+  placement group.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from pytest_dmlbench.errors import WorldError
+from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
+from pytest_dmlbench.world.registry import CaseRegistry
+from pytest_dmlbench.world.world import FAILURE_GRACE_S, CaseOutcome, RankReport
+
+INSTALL_HINT = "pip install 'pytest-dmlbench[ray]' (or pip install ray)"
+STACK_WAIT_S = 20.0  # an answer normally takes milliseconds; a loaded machine may take seconds
+STOP_WAIT_S = 2.0
+
+
+def import_ray() -> Any:
+    """``ray``, or a :class:`WorldError` saying how to install it."""
+    try:
+        import ray
+    except ModuleNotFoundError as exc:
+        if exc.name != "ray":
+            raise
+        raise WorldError(f"the Ray launcher needs Ray, which is not installed: {INSTALL_HINT}") from exc
+    return ray
+
+
+def ensure_ray(num_cpus: float | None = None) -> Any:
+    """Ray, initialised: an existing connection, the cluster at ``RAY_ADDRESS``, or a new local instance."""
+    ray = import_ray()
+    if not ray.is_initialized():
+        path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        local = {} if os.environ.get("RAY_ADDRESS") else {"num_cpus": num_cpus, "include_dashboard": False}
+        ray.init(runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=False, **local)
+    return ray
+
+
+class RayWorld:
+    """Rank actors of one (backend, world size), kept for many cases."""
+
+    def __init__(self, spec: WorldSpec, registry: CaseRegistry, *, cpus_per_rank: float = 1.0,
+                 spread: bool = False) -> None:
+        self.spec = spec
+        self.registry = registry
+        self.cpus_per_rank = cpus_per_rank
+        self.spread = spread
+        self.actors: list[Any] = []
+        self.pids: list[int] = []
+        self.nodes: list[str] = []
+        self.group: Any = None
+        self.start_s = float("nan")
+        self.broken = False
+        self._case_counter = 0
+
+    # -- start --
+    def start(self) -> None:
+        """Place the actors, rendezvous through rank 0's TCP store and wait until every rank has joined."""
+        begin = time.perf_counter()
+        n = self.spec.world_size
+        ray = ensure_ray(num_cpus=max(os.cpu_count() or 1, n * self.cpus_per_rank))
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from pytest_dmlbench.world.ray_rank import RankActor
+
+        deadline = time.monotonic() + self.spec.init_timeout_s
+        self.group = placement_group([{"CPU": self.cpus_per_rank}] * n, strategy="SPREAD" if self.spread else "PACK")
+        if not self._wait([self.group.ready()], deadline):
+            self.kill()
+            raise WorldError(f"the Ray cluster could not place {n} rank(s) of {self.cpus_per_rank:g} CPU each "
+                             f"({'SPREAD' if self.spread else 'PACK'}) within {self.spec.init_timeout_s:.0f} s; "
+                             f"its resources: {ray.cluster_resources()}")
+        actor_class = ray.remote(RankActor)
+        self.actors = [
+            actor_class.options(
+                num_cpus=self.cpus_per_rank, max_concurrency=2,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=r),
+            ).remote(self.spec, r, self.registry)
+            for r in range(n)
+        ]
+        places = self._get_all([a.where.remote() for a in self.actors], deadline, "starting")
+        self.nodes = [node for node, _, _ in places]
+        self.pids = [pid for _, _, pid in places]
+        loopback = len(set(self.nodes)) == 1
+        host = "127.0.0.1" if loopback else places[0][1]
+        [port] = self._get_all([self.actors[0].host_store.remote(host)], deadline, "starting the TCP store")
+        readies = self._get_all([a.join.remote(host, port, loopback) for a in self.actors], deadline,
+                                "joining the process group")
+        if not all(isinstance(r, Ready) for r in readies):
+            self.kill()
+            raise WorldError(f"Ray ranks answered {readies!r} instead of their ready messages")
+        self.start_s = time.perf_counter() - begin
+
+    def _wait(self, refs: list[Any], deadline: float) -> bool:
+        import ray
+
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
+        return len(ready) == len(refs)
+
+    def _get_all(self, refs: list[Any], deadline: float, what: str) -> list[Any]:
+        """Every result, or a :class:`WorldError` naming the ranks that died or did not answer in time."""
+        import ray
+
+        if not self._wait(refs, deadline):
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            late = [str(r) for r, ref in enumerate(refs) if ref not in done]
+            self.kill()
+            raise WorldError(f"Ray world of {self.spec.world_size} rank(s) ({self.spec.backend}): rank(s) "
+                             f"{', '.join(late)} did not finish {what} within {self.spec.init_timeout_s:.0f} s")
+        results = []
+        for rank, ref in enumerate(refs):
+            try:
+                results.append(ray.get(ref))
+            except ray.exceptions.RayError as exc:
+                self.kill()
+                raise WorldError(f"Ray rank {rank} failed while {what}: {exc}") from exc
+        return results
+
+    # -- run --
+    def run(self, nodeid: str, *, seed: int, registry_args: tuple[str, ...], pickled_args: bytes,
+            measure_memory: bool, timeout_s: float) -> CaseOutcome:
+        """Send the case to every rank actor and collect each rank's outcome (or death, or stack when stuck)."""
+        import ray
+
+        self._case_counter += 1
+        case_id = self._case_counter
+        message = CaseRequest(case_id, nodeid, seed, registry_args, pickled_args, measure_memory)
+        reports = [RankReport(rank) for rank in range(self.spec.world_size)]
+        begin = time.monotonic()
+        pending = {actor.run_case.remote(message): rank for rank, actor in enumerate(self.actors)}
+        deadline = begin + timeout_s
+        timed_out = False
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = deadline == begin + timeout_s
+                break
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=remaining)
+            for ref in ready:
+                rank = pending.pop(ref)
+                try:
+                    outcome, output = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    reports[rank].died = f"Ray actor died ({_first_line(exc)})"
+                    self.broken = True
+                    deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
+                    continue
+                assert isinstance(outcome, RankOutcome) and outcome.case_id == case_id, outcome
+                reports[rank].outcome = outcome
+                reports[rank].output = output
+                if outcome.status != "passed":
+                    deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
+        if pending:
+            self.broken = True
+            stuck = sorted(pending.values())
+            for rank in stuck:
+                reports[rank].stuck = True
+            self._collect_stacks(reports, stuck)
+        elif any(r.outcome is None or r.outcome.status == "failed" for r in reports):
+            self.broken = True  # unmatched collectives may remain: never reuse such a world
+        if self.broken:
+            self.kill()
+        return CaseOutcome(reports, time.monotonic() - begin, timed_out=timed_out, world_broken=self.broken,
+                       timeout_s=timeout_s)
+
+    def _collect_stacks(self, reports: list[RankReport], ranks: list[int]) -> None:
+        import ray
+
+        refs = {self.actors[rank].stacks.remote(): rank for rank in ranks}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=STACK_WAIT_S)
+        for ref in ready:
+            try:
+                reports[refs[ref]].stack = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                reports[refs[ref]].died = f"Ray actor died ({_first_line(exc)})"
+
+    # -- end --
+    def kill(self) -> None:
+        """Kill every rank actor and remove the placement group."""
+        self.broken = True
+        ray = sys.modules.get("ray")
+        if ray is None or not ray.is_initialized():
+            return
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        self.actors = []
+        if self.group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.group)
+            self.group = None
+
+    def stop(self, timeout_s: float = STOP_WAIT_S) -> None:
+        """Ask the ranks to leave the process group, then kill the actors."""
+        if not self.broken and self.actors:
+            import ray
+
+            refs = [actor.shutdown.remote() for actor in self.actors]
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        self.kill()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
