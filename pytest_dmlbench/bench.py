@@ -15,6 +15,7 @@ from pytest_dmlbench.results import Better, MetricResult
 
 DEFAULT_ROUNDS = 30
 DEFAULT_WARMUP = 2
+BLOCK_OPTION = "paired_block"  # options key: {"rounds": R, "warmup": W} for one block
 
 
 class RankBench:
@@ -56,6 +57,9 @@ class RankBench:
     def _plan(self, rounds: int | None, warmup: int | None, min_time_s: float | None) -> Any:
         from pytest_dmlbench.measure.rounds import RoundPlan
 
+        block = self.options.get(BLOCK_OPTION)
+        if block is not None:  # a block of the paired gate: its round budget replaces the case's own
+            return RoundPlan(warmup=int(block["warmup"]), rounds=int(block["rounds"]))
         if min_time_s is not None:
             return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=None,
                              min_time_s=min_time_s)

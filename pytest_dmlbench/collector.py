@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,15 +23,21 @@ def workers_of(config: pytest.Config) -> int:
 
 def run_facts(config: pytest.Config, settings: DmlbenchConfig) -> dict[str, Any]:
     """What a run's figures depend on beyond the machine: world size, xdist workers, cores."""
+    from pytest_dmlbench.baseline.commit import head_commit
+
     workers = workers_of(config)
     cores = os.cpu_count() or 1
-    return {
+    facts: dict[str, Any] = {
         "world_size": settings.world_size,
         "xdist_workers": workers,
         "cores": cores,
         "oversubscribed": settings.world_size * workers > cores,
         "threshold_pct": settings.threshold_pct,
     }
+    commit = head_commit(Path(config.rootpath))
+    if commit is not None:
+        facts["commit"] = commit  # what --dmlbench-against baseline re-measures
+    return facts
 
 
 class ResultsCollector:

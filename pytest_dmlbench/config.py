@@ -76,6 +76,7 @@ class DmlbenchConfig:
     baseline_dir: Path
     json_path: Path | None
     fail_on_improvement: bool
+    against: str | None = None  # --dmlbench-against REF: the paired gate (stored baselines not compared)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-json", "dmlbench_json", {"metavar": "PATH"}, "write this run's results as JSON"),
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
+    ("--dmlbench-against", "dmlbench_against", {"metavar": "REF"},
+     "re-measure REF (a git ref or commit, or 'baseline': the commit the stored baselines were recorded at) "
+     "beside the working tree, interleaved in blocks, and judge each case on the paired figures"),
 ]
 _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench", "dmlbench", "run the distributed cases (without it they are skipped)"),
@@ -92,6 +95,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     threshold = _value(config, "dmlbench_threshold")
     baseline_dir = _value(config, "dmlbench_baseline_dir")
     json_path = _value(config, "dmlbench_json")
+    against = _value(config, "dmlbench_against")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -99,10 +103,11 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         timeout_s=DEFAULT_TIMEOUT_S if timeout is None else parse_positive_seconds(timeout),
         threshold_pct=DEFAULT_THRESHOLD_PCT if threshold is None else parse_threshold(threshold),
         save=bool(_value(config, "dmlbench_save")),
-        compare=not bool(_value(config, "dmlbench_no_compare")),
+        compare=not bool(_value(config, "dmlbench_no_compare")) and against is None,
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",
         json_path=Path(json_path) if json_path else None,
         fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
+        against=None if against is None else str(against).strip(),
     )
 
 
@@ -132,6 +137,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_dmlbench.gate import BaselineGate
 
     config.pluginmanager.register(BaselineGate(config, settings, RESULT_KEY, LOCAL_METRICS_KEY), "dmlbench-gate")
+    if settings.against is not None:
+        from pytest_dmlbench.paired.register import register_paired_gate
+
+        register_paired_gate(config, settings, RESULT_KEY, SETTINGS_KEY, LAUNCHED_KEY)
     if config.stash.get(LAUNCHED_KEY, None) is None or config.stash[LAUNCHED_KEY].rank == 0:
         config.pluginmanager.register(ResultsCollector(config, settings), "dmlbench-results")
 
