@@ -155,3 +155,26 @@ def test_ref_whose_plugin_is_too_old_gets_the_version_it_needs(tmp_path: Path) -
         "ERROR: REF HEAD~1 (*) could not serve blocks: its pytest-dmlbench (0.1.0) has no paired server; "
         "--dmlbench-against needs paired protocol 1 (pytest-dmlbench 0.2.0 or later) on the REF side.*",
     ])
+
+
+def test_ref_holding_the_plugin_serves_with_its_own_copy(tmp_path: Path) -> None:
+    """This repository is a user too: when REF's tree holds pytest_dmlbench, B runs REF's copy."""
+    import shutil
+
+    import pytest_dmlbench
+
+    repo = make_repo(tmp_path / "repo", **{
+        "test_x.py": "import time, pytest\n\n@pytest.mark.dmlbench(world_size=2, threshold=50)\n"
+                     "def test_x(dist, dmlbench):\n    dmlbench(time.sleep, 0.01)\n",
+        "pytest.ini": "[pytest]\n",
+    })
+    shutil.copytree(Path(pytest_dmlbench.__file__).parent, repo / "pytest_dmlbench",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    commit = commit_all(repo, "the plugin in the tree")
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600)
+    assert run.returncode == 0, run.output
+    run.lines.fnmatch_lines([
+        f"REF HEAD ({commit[:12]}): worktree */.git/dmlbench-worktrees/{commit}, pytest-dmlbench "
+        f"{pytest_dmlbench.__version__} from */.git/dmlbench-worktrees/{commit}/pytest_dmlbench/__init__.py",
+        "test_x.py::test_x: step_time_s unchanged*",
+    ])
