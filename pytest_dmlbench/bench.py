@@ -15,7 +15,7 @@ from pytest_dmlbench.results import Better, MetricResult
 
 DEFAULT_ROUNDS = 30
 DEFAULT_WARMUP = 2
-BLOCK_OPTION = "paired_block"  # options key: {"rounds": R, "warmup": W} for one block
+BLOCK_OPTION = "paired_block"  # options key: {"rounds": R, "warmup": W, "iterations": I} for one block
 
 
 class RankBench:
@@ -78,6 +78,9 @@ class RankBench:
         processes) adds ``throughput_samples_per_s``."""
         from pytest_dmlbench.measure.runner import time_callable
 
+        block = self.options.get(BLOCK_OPTION)
+        if block is not None:  # a paired block may time several calls per round to keep rounds >= ~10 ms
+            iterations = max(iterations, int(block.get("iterations", 1)))
         timed = time_callable(fn, args, kwargs, plan=self._plan(rounds, warmup, min_time_s),
                               iterations=iterations, device=self.dist.device)
         self.metrics.update(timed.metrics())

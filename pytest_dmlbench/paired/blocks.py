@@ -29,8 +29,9 @@ class BlockResult:
     elapsed_s: float = 0.0
 
 
-def run_block(item: pytest.Function, rounds: int, warmup: int) -> BlockResult:
-    """Run ``item``'s body once on its world with a budget of ``rounds`` measured rounds.
+def run_block(item: pytest.Function, rounds: int, warmup: int, iterations: int = 1) -> BlockResult:
+    """Run ``item``'s body once on its world with a budget of ``rounds`` measured rounds (``iterations``
+    calls per round for ``dmlbench(fn)``/``pedantic``, at least; ``train`` steps once per round).
 
     ``item`` must be set up (fixtures filled, backend chosen), as it is inside its call phase.
     """
@@ -59,7 +60,7 @@ def run_block(item: pytest.Function, rounds: int, warmup: int) -> BlockResult:
         registry_args=registry_args,
         pickled_args=pickled,
         measure_memory="dmlbench" in item._fixtureinfo.argnames,
-        options={BLOCK_OPTION: {"rounds": rounds, "warmup": warmup}},
+        options={BLOCK_OPTION: {"rounds": rounds, "warmup": warmup, "iterations": iterations}},
         timeout_s=settings.timeout_s,
     )
     elapsed = time.monotonic() - begin

@@ -124,11 +124,12 @@ class RefProcess:
         self.hello = message
         return message
 
-    def block(self, nodeid: str, rounds: int, warmup: int, timeout_s: float) -> dict[str, Any]:
+    def block(self, nodeid: str, rounds: int, warmup: int, iterations: int, timeout_s: float) -> dict[str, Any]:
         """Run one block of ``nodeid`` in B; RefError when B went away or broke the protocol."""
         assert self.channel is not None
         try:
-            self.channel.send({"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup})
+            self.channel.send({"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup,
+                               "iterations": iterations})
             message = self.channel.receive(timeout_s)
         except (ProtocolError, OSError) as exc:
             self.kill()

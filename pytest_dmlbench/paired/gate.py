@@ -37,27 +37,40 @@ from pytest_dmlbench.paired.worktree import RefError, Worktree
 from pytest_dmlbench.results import CaseResult, Verdict
 
 BLOCK_TARGET_S = 0.25  # measured time one block aims at
+MIN_ROUND_S = 0.01  # shorter calls are grouped into rounds of about this length
 MIN_BLOCK_ROUNDS = 5
 MAX_BLOCK_ROUNDS = 5000
 BLOCK_WARMUP = 2
 
 
-def block_rounds_for(step_times: list[float]) -> int:
-    """Rounds that take about :data:`BLOCK_TARGET_S` at these steps' median time."""
-    median = block_median(step_times)
-    if not (math.isfinite(median) and median > 0):
-        return MIN_BLOCK_ROUNDS
-    return max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, math.ceil(BLOCK_TARGET_S / median)))
+@dataclass(frozen=True)
+class BlockPlan:
+    """Rounds per block, and at least how many calls each round times (``dmlbench(fn)``/``pedantic``)."""
+
+    rounds: int
+    iterations: int = 1
+
+    @classmethod
+    def for_step(cls, step_times: list[float], fallback_rounds: int = MIN_BLOCK_ROUNDS) -> BlockPlan:
+        """About :data:`BLOCK_TARGET_S` of measured time at these steps' median time; calls shorter than
+        :data:`MIN_ROUND_S` are grouped, so that the per-round barrier does not dominate the block."""
+        step = block_median(step_times)
+        if not (math.isfinite(step) and step > 0):
+            return cls(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, fallback_rounds)))
+        iterations = max(1, math.ceil(MIN_ROUND_S / step))
+        rounds = math.ceil(BLOCK_TARGET_S / (step * iterations))
+        return cls(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, rounds)), iterations)
+
+    def without_grouping(self) -> BlockPlan:
+        """The same measured time with one call per round (for cases whose body ignores ``iterations``)."""
+        return BlockPlan(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, self.rounds * self.iterations)), 1)
 
 
-def block_rounds(case: CaseResult) -> int:
-    """Rounds per block: about :data:`BLOCK_TARGET_S` of measured time, from the ordinary run's step time
-    (the case's own round count when it records no step time)."""
+def block_plan(case: CaseResult) -> BlockPlan:
+    """From the ordinary run: its step time, or its own round count when it records no step time."""
     step = case.metrics.get("step_time_s")
-    if step is not None:
-        return block_rounds_for(step.samples)
     counts = [len(m.samples) for m in case.metrics.values() if len(m.samples) > 1]
-    return max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, max(counts, default=MIN_BLOCK_ROUNDS)))
+    return BlockPlan.for_step(step.samples if step is not None else [], max(counts, default=MIN_BLOCK_ROUNDS))
 
 
 @dataclass
@@ -88,7 +101,7 @@ class CaseJudgement:
     nodeid: str
     verdicts: list[Verdict] = field(default_factory=list)
     stages: list[int] = field(default_factory=list)  # pairs per stage
-    rounds: int = 0
+    plan: BlockPlan | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -162,8 +175,10 @@ class PairedGate:
         finally:
             judgement.seconds = time.monotonic() - begin
             case.verdicts = judgement.verdicts
+            plan = judgement.plan or BlockPlan(0, 0)
             case.extra["paired"] = {
-                "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": judgement.rounds,
+                "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": plan.rounds,
+                "block_iterations": plan.iterations,
                 "pairs_per_stage": judgement.stages, "notes": judgement.notes, "seconds": judgement.seconds,
             }
         if failing:
@@ -172,36 +187,39 @@ class PairedGate:
     def _threshold(self, case: CaseResult) -> float:
         return self.settings.threshold_pct if case.threshold_pct is None else case.threshold_pct
 
-    def _ref_block(self, item: pytest.Function, rounds: int) -> dict[str, Any]:
+    def _ref_block(self, item: pytest.Function, plan: BlockPlan,
+                   elapsed: list[float] | None = None) -> dict[str, Any]:
         timeout = item.stash[self.settings_key].timeout_s + 60.0
-        answer = self.ref.block(item.nodeid, rounds, BLOCK_WARMUP, timeout)
+        answer = self.ref.block(item.nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, timeout)
+        if elapsed is not None:
+            elapsed.append(float(answer.get("elapsed_s", 0.0)))
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: not compared with REF {self.launch.label}: the case "
                               f"{answer['status']} there.\n{answer.get('message', '')}")
         return dict(answer["metrics"])
 
-    def _own_block(self, item: pytest.Function, rounds: int) -> dict[str, Any]:
-        result = run_block(item, rounds, BLOCK_WARMUP)
+    def _own_block(self, item: pytest.Function, plan: BlockPlan) -> dict[str, Any]:
+        result = run_block(item, plan.rounds, BLOCK_WARMUP, plan.iterations)
         if result.status != "passed":
             raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {result.status} after its "
                               f"ordinary run passed.\n{result.message}")
         return result.metrics
 
-    def _pair(self, item: pytest.Function, rounds: int, stage: Stage, names: list[str]) -> dict[str, Any]:
+    def _pair(self, item: pytest.Function, plan: BlockPlan, stage: Stage, names: list[str]) -> dict[str, Any]:
         a_first = self.rng.random() < 0.5
         if a_first:
-            a = self._own_block(item, rounds)
-            b = self._ref_block(item, rounds)
+            a = self._own_block(item, plan)
+            b = self._ref_block(item, plan)
         else:
-            b = self._ref_block(item, rounds)
-            a = self._own_block(item, rounds)
+            b = self._ref_block(item, plan)
+            a = self._own_block(item, plan)
         stage.a_first.append(a_first)
         for name in names:
             stage.a.setdefault(name, []).append(block_median(a.get(name, {}).get("samples", [])))
             stage.b.setdefault(name, []).append(block_median(b.get(name, {}).get("samples", [])))
         return {"a": a, "b": b}
 
-    def _run_stage(self, item: pytest.Function, rounds: int, names: list[str], better: dict[str, Any],
+    def _run_stage(self, item: pytest.Function, plan: BlockPlan, names: list[str], better: dict[str, Any],
                    threshold: float, readings: list[dict[str, Any]]) -> Stage:
         stage = Stage()
         while True:
@@ -209,7 +227,7 @@ class PairedGate:
             estimates = [stage.estimate(n, better[n], self.alpha) for n in active] if stage.pairs else []
             if not self.rule.wants_more(estimates, threshold, stage.pairs):
                 return stage
-            readings.append(self._pair(item, rounds, stage, names))
+            readings.append(self._pair(item, plan, stage, names))
 
     def _judge(self, item: pytest.Function, case: CaseResult, judgement: CaseJudgement) -> list[Verdict]:
         threshold = self._threshold(case)
@@ -220,16 +238,17 @@ class PairedGate:
                         f"{n}: new case, REF {self.launch.label} has no {item.nodeid}") for n, m in directed.items()]
             judgement.notes.append("new: not in REF")
             return []
-        rounds = block_rounds(case)
-        warm = self._ref_block(item, rounds)  # B's warm-up: discarded, tells which metrics B records
-        if "step_time_s" in warm:  # the faster side sets the size, so that no block falls short of the target
-            rounds = max(rounds, block_rounds_for(warm["step_time_s"]["samples"]))
-        judgement.rounds = rounds
+        plan = block_plan(case)
+        elapsed: list[float] = []
+        warm = self._ref_block(item, plan, elapsed)  # B's warm-up: discarded, tells which metrics B records
+        if plan.iterations > 1 and elapsed[0] < BLOCK_TARGET_S / 2:
+            plan = plan.without_grouping()  # the body times its steps with train(), one per round
+        judgement.plan = plan
         timed = [n for n, m in directed.items() if n not in SINGLE_READING_METRICS and n in warm
                  and len(m.samples) > 1]
         better = {n: directed[n].better for n in timed}
         readings: list[dict[str, Any]] = []
-        first = self._run_stage(item, rounds, timed, better, threshold, readings)
+        first = self._run_stage(item, plan, timed, better, threshold, readings)
         judgement.stages.append(first.pairs)
         names = [n for n in timed if _positive(first, n)]
         for n in sorted(set(timed) - set(names)):
@@ -238,7 +257,7 @@ class PairedGate:
         flagged = [n for n in names if kinds[n] != "unchanged"]
         confirm: Stage | None = None
         if flagged and self.rule.confirm:
-            confirm = self._run_stage(item, rounds, flagged, better, threshold, readings)
+            confirm = self._run_stage(item, plan, flagged, better, threshold, readings)
             judgement.stages.append(confirm.pairs)
         verdicts = []
         for n in names:

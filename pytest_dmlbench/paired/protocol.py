@@ -11,7 +11,9 @@ B -> A, once, when B has collected its cases and started its rank processes::
 
 A -> B, any number of times (B answers each before reading the next)::
 
-    {"type": "block", "nodeid": "tests/test_x.py::test_step[4]", "rounds": 40, "warmup": 2}
+    {"type": "block", "nodeid": "tests/test_x.py::test_step[4]", "rounds": 40, "warmup": 2, "iterations": 1}
+
+(``iterations``: at least this many calls per round for ``dmlbench(fn)`` / ``pedantic``; 1 when absent.)
 
 B -> A, the answer: ``status`` is passed, failed, skipped or unknown (no such case in REF)::
 

@@ -69,7 +69,7 @@ class _CaseSlot:
             self.item = item
 
 
-def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int) -> BlockResult:
+def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, iterations: int) -> BlockResult:
     try:
         slot.switch_to(item)
     except pytest.skip.Exception as exc:
@@ -81,7 +81,7 @@ def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int) -> 
     if any(m.name == "skip" for m in item.iter_markers()):  # a backend the machine lacks, say
         skip = next(m for m in item.iter_markers() if m.name == "skip")
         return BlockResult("skipped", message=str(skip.kwargs.get("reason", "")))
-    return run_block(item, rounds, warmup)
+    return run_block(item, rounds, warmup, iterations)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -115,7 +115,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool:
             if item is None:
                 result = BlockResult("unknown", message=f"REF has no case {nodeid!r}")
             else:
-                result = _block(slot, item, int(message["rounds"]), int(message["warmup"]))
+                result = _block(slot, item, int(message["rounds"]), int(message["warmup"]),
+                                int(message.get("iterations", 1)))
             channel.send({"type": "result", "nodeid": nodeid, "status": result.status, "message": result.message,
                           "elapsed_s": result.elapsed_s, "metrics": result.metrics})
     finally:

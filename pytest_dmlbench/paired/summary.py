@@ -19,8 +19,10 @@ def summary_lines(gate: Any) -> list[str]:
             parts.append(f"{v.metric} {v.kind}{ratio}")
         stages = "+".join(str(n) for n in judgement.stages) or "0"
         notes = f" ({'; '.join(judgement.notes)})" if judgement.notes else ""
+        plan = judgement.plan
+        size = "no blocks" if plan is None else f"blocks of {plan.rounds} rounds x {plan.iterations} call(s)"
         lines.append(f"{judgement.nodeid}: {', '.join(parts) or 'no figures'}; block pairs {stages}, "
-                     f"{judgement.rounds} rounds/block, {judgement.seconds:.1f} s{notes}")
+                     f"{size}, {judgement.seconds:.1f} s{notes}")
     removed = sorted(gate.ref_cases - gate.a_cases)
     if removed:
         lines.append(f"removed: {len(removed)} case(s) REF has and the working tree does not:")
