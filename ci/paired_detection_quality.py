@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=10, help="cases per session")
     parser.add_argument("--slowdown", type=float, default=0.15)
     parser.add_argument("--threshold", type=float, default=10.0)
-    parser.add_argument("--out", type=Path, default=Path("paired_detection_quality.json"))
+    parser.add_argument("--out", type=Path, default=Path("paired_detection_quality.json").resolve())
     args = parser.parse_args()
     report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "world_sizes": {}}
     with tempfile.TemporaryDirectory(prefix="dmlbench-pdq-") as tmp:
@@ -164,9 +164,9 @@ def main() -> None:
                             **stored[case.nodeid],
                         })
                     print(f"ws{ws} {way} session {index + 1}/{args.sessions}: {wall:.0f} s, exit {rc}", flush=True)
-            report["world_sizes"][str(ws)] = {"plain_s": plain_s, "sessions": sessions, "items": items}
+                    report["world_sizes"][str(ws)] = {"plain_s": plain_s, "sessions": sessions, "items": items}
+                    args.out.write_text(json.dumps(report, indent=1))  # after every session: partial runs count
             print_summary(ws, plain_s, sessions, items)
-    args.out.write_text(json.dumps(report, indent=1))
     print(f"written {args.out}")
 
 

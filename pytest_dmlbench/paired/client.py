@@ -30,6 +30,7 @@ class RefLaunch:
     """How to start B: where, with which arguments, and which ``sys.path`` entries go first."""
 
     worktree: Path
+    repo_root: Path  # the user's repository (A's tree)
     cwd: Path
     args: Sequence[str]
     log_path: Path

@@ -16,6 +16,7 @@ import statistics as pystats
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,6 +42,17 @@ MIN_ROUND_S = 0.01  # shorter calls are grouped into rounds of about this length
 MIN_BLOCK_ROUNDS = 5
 MAX_BLOCK_ROUNDS = 5000
 BLOCK_WARMUP = 2
+
+
+def case_key(nodeid: str, file: Path, tree: Path) -> str:
+    """How A's and B's cases are matched: the file relative to its tree's root, then the node id's test
+    part (node ids alone depend on each run's rootdir, which pytest derives from its arguments)."""
+    try:
+        relative = file.resolve().relative_to(tree.resolve()).as_posix()
+    except ValueError:
+        relative = file.as_posix()
+    _, sep, name = nodeid.partition("::")
+    return f"{relative}{sep}{name}"
 
 
 @dataclass(frozen=True)
@@ -121,15 +133,16 @@ class PairedGate:
         self.rule = rule or SequentialRule()
         self.alpha = alpha
         self.ref = RefProcess(launch)
-        self.ref_cases: set[str] = set()
-        self.a_cases: set[str] = set()
+        self.ref_cases: dict[str, str] = {}  # case key -> B's node id
+        self.a_cases: dict[str, str] = {}  # case key -> A's node id
         self.judgements: list[CaseJudgement] = []
         self.rng = random.Random()
 
     # -- pytest hooks --
     @pytest.hookimpl(trylast=True)  # after the main plugin started A's ranks
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.a_cases = {item.nodeid for item in session.items if self.settings_key in item.stash}
+        self.a_cases = {case_key(item.nodeid, Path(item.path), self.launch.repo_root): item.nodeid
+                        for item in session.items if self.settings_key in item.stash}
         if not self.a_cases:
             return
         self.ref.start()
@@ -137,7 +150,8 @@ class PairedGate:
             hello = self.ref.wait_hello()
         except RefError as exc:
             raise pytest.UsageError(str(exc)) from None
-        self.ref_cases = set(hello["cases"])
+        self.ref_cases = {case_key(c["nodeid"], Path(c["file"]), self.launch.worktree): c["nodeid"]
+                          for c in hello["cases"]}
 
     @pytest.hookimpl(wrapper=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
@@ -190,7 +204,8 @@ class PairedGate:
     def _ref_block(self, item: pytest.Function, plan: BlockPlan,
                    elapsed: list[float] | None = None) -> dict[str, Any]:
         timeout = item.stash[self.settings_key].timeout_s + 60.0
-        answer = self.ref.block(item.nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, timeout)
+        ref_nodeid = self.ref_cases[case_key(item.nodeid, Path(item.path), self.launch.repo_root)]
+        answer = self.ref.block(ref_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, timeout)
         if elapsed is not None:
             elapsed.append(float(answer.get("elapsed_s", 0.0)))
         if answer["status"] != "passed":
@@ -232,7 +247,7 @@ class PairedGate:
     def _judge(self, item: pytest.Function, case: CaseResult, judgement: CaseJudgement) -> list[Verdict]:
         threshold = self._threshold(case)
         directed = {n: m for n, m in case.metrics.items() if m.better is not None}
-        if item.nodeid not in self.ref_cases:
+        if case_key(item.nodeid, Path(item.path), self.launch.repo_root) not in self.ref_cases:
             judgement.verdicts = [
                 Verdict(n, "new", None, block_median(m.samples), None, threshold, None,
                         f"{n}: new case, REF {self.launch.label} has no {item.nodeid}") for n, m in directed.items()]

@@ -105,4 +105,4 @@ def prepare(config: pytest.Config, settings: DmlbenchConfig, ref: str) -> tuple[
     log = Path(tempfile.mkdtemp(prefix="dmlbench-ref-")) / "ref-pytest.log"
     label = ref if ref.startswith(commit[:7]) else f"{ref} ({commit[:12]})"
     args = [*ref_options(config, settings), *_mapped_args(config, root.resolve(), tree.path)]
-    return RefLaunch(worktree=tree.path, cwd=cwd, args=args, log_path=log, label=label), tree
+    return RefLaunch(worktree=tree.path, repo_root=root, cwd=cwd, args=args, log_path=log, label=label), tree

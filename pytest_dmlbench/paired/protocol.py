@@ -7,7 +7,11 @@ descriptors B finds in ``DMLBENCH_PAIRED_FDS`` (``"<read>,<write>"``). Numbers m
 
 B -> A, once, when B has collected its cases and started its rank processes::
 
-    {"type": "hello", "protocol": 1, "plugin_version": "0.2.0", "plugin_file": "...", "cases": ["id", ...]}
+    {"type": "hello", "protocol": 1, "plugin_version": "0.2.0", "plugin_file": "...",
+     "cases": [{"nodeid": "tests/test_x.py::test_step[4]", "file": "/abs/path/tests/test_x.py"}, ...]}
+
+(A matches cases by the file relative to each tree's root plus the node id's part after the file, since
+node ids depend on the rootdir each run derives from its arguments; ``block`` names B's node id.)
 
 A -> B, any number of times (B answers each before reading the next)::
 

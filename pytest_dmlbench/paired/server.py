@@ -96,7 +96,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool:
     cases: dict[str, Any] = {item.nodeid: item for item in session.items if SETTINGS_KEY in item.stash}
     channel.send({
         "type": "hello", "protocol": PROTOCOL_VERSION, "plugin_version": plugin_version(),
-        "plugin_file": pytest_dmlbench.__file__, "cases": sorted(cases),
+        "plugin_file": pytest_dmlbench.__file__,
+        "cases": [{"nodeid": nodeid, "file": str(cases[nodeid].path)} for nodeid in sorted(cases)],
     })
     slot = _CaseSlot()
     try:

@@ -23,7 +23,7 @@ def summary_lines(gate: Any) -> list[str]:
         size = "no blocks" if plan is None else f"blocks of {plan.rounds} rounds x {plan.iterations} call(s)"
         lines.append(f"{judgement.nodeid}: {', '.join(parts) or 'no figures'}; block pairs {stages}, "
                      f"{size}, {judgement.seconds:.1f} s{notes}")
-    removed = sorted(gate.ref_cases - gate.a_cases)
+    removed = sorted(nodeid for key, nodeid in gate.ref_cases.items() if key not in gate.a_cases)
     if removed:
         lines.append(f"removed: {len(removed)} case(s) REF has and the working tree does not:")
         lines.extend(f"  {nodeid}" for nodeid in removed)

@@ -119,6 +119,23 @@ def test_negative_control_the_same_change_passes_under_a_threshold_it_does_not_r
                              "test_cases.py::test_bytes:*comm_bytes_per_step unchanged x1.889*"])
 
 
+def test_saved_baselines_record_their_commit_and_baseline_re_measures_it(project: Path) -> None:
+    import json
+    import subprocess
+
+    store = project.parent / "stored"
+    saved = run_pytest(project, "--dmlbench", "-k", "same", "--dmlbench-save", "--dmlbench-baseline-dir", str(store))
+    assert saved.returncode == 0, saved.output
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    files = list(store.glob("*/*.json"))
+    assert [json.loads(f.read_text())["run"]["commit"] for f in files] == [head]
+    run = run_pytest(project, "--dmlbench", "-k", "same", "--dmlbench-against", "baseline",
+                     "--dmlbench-baseline-dir", str(store), timeout=600)
+    assert run.returncode == 0, run.output
+    # the baseline dir outside the repository makes pytest take their common parent as rootdir
+    run.lines.fnmatch_lines([f"REF baseline ({head[:12]}): *", "*test_cases.py::test_same: step_time_s unchanged*"])
+
+
 @pytest.mark.parametrize(("args", "expected"), [
     (("--dmlbench-against", "no-such-ref"), "*--dmlbench-against: 'no-such-ref' names no commit*"),
     (("--dmlbench-against", "HEAD", "--dmlbench-save"), "*--dmlbench-against and --dmlbench-save do not go together*"),
