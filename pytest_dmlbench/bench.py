@@ -13,7 +13,9 @@ from typing import Any
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.results import Better, MetricResult
 
-DEFAULT_ROUNDS = 30
+DEFAULT_ROUNDS = 30  # the fewest rounds of a default measurement
+DEFAULT_MIN_TIME_S = 1.0  # a default measurement runs until this much measured time (several blocks' worth)
+DEFAULT_MAX_ROUNDS = 2000
 DEFAULT_WARMUP = 2
 BLOCK_OPTION = "paired_block"  # options key: {"rounds": R, "warmup": W, "iterations": I} for one block
 
@@ -63,8 +65,10 @@ class RankBench:
         if min_time_s is not None:
             return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=None,
                              min_time_s=min_time_s)
-        return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup,
-                         rounds=DEFAULT_ROUNDS if rounds is None else rounds)
+        if rounds is None:  # adaptive: at least DEFAULT_ROUNDS, then until DEFAULT_MIN_TIME_S of measured time
+            return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=None,
+                             min_time_s=DEFAULT_MIN_TIME_S, min_rounds=DEFAULT_ROUNDS, max_rounds=DEFAULT_MAX_ROUNDS)
+        return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=rounds)
 
     def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Time ``fn(*args, **kwargs)`` in rank-agreed rounds; returns its last result."""
