@@ -127,7 +127,9 @@ class RefProcess:
 
     def block(self, nodeid: str, rounds: int, warmup: int, iterations: int, timeout_s: float) -> dict[str, Any]:
         """Run one block of ``nodeid`` in B; RefError when B went away or broke the protocol."""
-        assert self.channel is not None
+        if self.channel is None:
+            raise RefError(f"REF {self.launch.label} stopped serving earlier in this run (see the first case "
+                           f"that reported it); its pytest output is in {self.launch.log_path}")
         try:
             self.channel.send({"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup,
                                "iterations": iterations})
