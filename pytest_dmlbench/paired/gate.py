@@ -263,13 +263,18 @@ class PairedGate:
                  and len(m.samples) > 1]
         better = {n: directed[n].better for n in timed}
         readings: list[dict[str, Any]] = []
-        first = self._run_stage(item, plan, timed, better, threshold, readings)
+        if timed:
+            first = self._run_stage(item, plan, timed, better, threshold, readings)
+        else:  # only single-reading figures: one pair reads them
+            first = Stage()
+            readings.append(self._pair(item, plan, first, []))
         judgement.stages.append(first.pairs)
         names = [n for n in timed if _positive(first, n)]
         for n in sorted(set(timed) - set(names)):
             judgement.notes.append(f"{n} not compared: block medians not all positive, so no ratio exists")
         kinds = {n: self._kind(first, n, better[n], threshold) for n in names}
-        flagged = [n for n in names if kinds[n] != "unchanged"]
+        failing_kinds = {"regression", "improvement"} if self.settings.fail_on_improvement else {"regression"}
+        flagged = [n for n in names if kinds[n] in failing_kinds]  # only what would fail is confirmed
         confirm: Stage | None = None
         if flagged and self.rule.confirm:
             confirm = self._run_stage(item, plan, flagged, better, threshold, readings)
