@@ -84,15 +84,13 @@ def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, ite
     return run_block(item, rounds, warmup, iterations)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session: pytest.Session) -> bool:
+def _serve(session: pytest.Session, channel: Channel) -> None:
     from pytest_dmlbench.plugin import SETTINGS_KEY
 
-    channel = session.config.stash[CHANNEL_KEY]
     if session.testsfailed:
         channel.send({"type": "error", "message": f"REF's cases did not collect: {session.testsfailed} error(s); "
                       "see REF's pytest output"})
-        return True
+        return
     cases: dict[str, Any] = {item.nodeid: item for item in session.items if SETTINGS_KEY in item.stash}
     channel.send({
         "type": "hello", "protocol": PROTOCOL_VERSION, "plugin_version": plugin_version(),
@@ -122,4 +120,13 @@ def pytest_runtestloop(session: pytest.Session) -> bool:
                           "elapsed_s": result.elapsed_s, "metrics": result.metrics})
     finally:
         slot.switch_to(None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool:
+    """Serve blocks instead of running the cases; ends quietly when A has gone (a closed pipe)."""
+    try:
+        _serve(session, session.config.stash[CHANNEL_KEY])
+    except BrokenPipeError:
+        pass  # A ended (finished, interrupted or killed) while B was answering
     return True
