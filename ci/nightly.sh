@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# The nightly run: every benchmark case on a 4-rank world, compared with baselines/<machine-key>/.
+# The nightly run: every benchmark case on a 4-rank world, gated by the paired A/B comparison
+# (--dmlbench-against REF): REF's code is re-measured beside this checkout in the same run, so the gate
+# needs no stored baselines and works on a hosted runner whose CPU model changes from night to night.
 # A regression fails its test item, so pytest exits non-zero and JUnit XML names the case.
 # The plugin appends the markdown summary to $GITHUB_STEP_SUMMARY when that is set.
 # The plots and a self-contained report.html go to REPORT_DIR, beside the environment report (env.json).
 # Usage: bash ci/nightly.sh [RESULTS_JSON] [JUNIT_XML] [REPORT_DIR]
-# Environment: DMLBENCH_THRESHOLD (percent, default 10), DMLBENCH_FAIL_ON_IMPROVEMENT (1 to fail on them).
+# Environment:
+#   DMLBENCH_AGAINST    REF to compare with; when empty: the last green nightly's commit
+#                       (DMLBENCH_LAST_GREEN, looked up by the workflow), else the stored baselines' commit
+#                       (`baseline`) when they record one, else the parent commit (HEAD~1).
+#   DMLBENCH_THRESHOLD  percent, default 10; DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
 set -euo pipefail
 results="${1:-results.json}"
 junit="${2:-junit.xml}"
@@ -13,8 +19,24 @@ extra=()
 if [[ "${DMLBENCH_FAIL_ON_IMPROVEMENT:-0}" == "1" ]]; then
   extra+=(--dmlbench-fail-on-improvement)
 fi
+against="${DMLBENCH_AGAINST:-}"
+if [[ -z "$against" && -n "${DMLBENCH_LAST_GREEN:-}" ]]; then
+  against="$DMLBENCH_LAST_GREEN"
+fi
+if [[ -z "$against" ]] && grep -rqs '"commit"' baselines/; then
+  against="baseline"
+fi
+if [[ -z "$against" ]]; then
+  against="HEAD~1"
+fi
+if [[ "$against" != "baseline" ]] && [[ "$(git rev-parse --verify --quiet "${against}^{commit}")" == "$(git rev-parse HEAD)" ]]; then
+  echo "REF $against is this very commit: nothing changed since it, comparing with the parent commit"
+  against="HEAD~1"
+fi
+echo "dmlbench: gating against $against"
 set -x
 mkdir -p "$report"
 python -m pytest_dmlbench env --json > "$report/env.json"
-pytest --dmlbench --world-size 4 bench_cases --dmlbench-json "$results" --dmlbench-plots "$report" \
+pytest --dmlbench --world-size 4 bench_cases --dmlbench-against "$against" --dmlbench-json "$results" \
+  --dmlbench-plots "$report" \
   --dmlbench-threshold "${DMLBENCH_THRESHOLD:-10}" --junitxml "$junit" -p no:cacheprovider "${extra[@]}"

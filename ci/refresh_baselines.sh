@@ -2,7 +2,8 @@
 # Records the baselines of this machine class: runs the cases SAVES times in a row with --dmlbench-save
 # (no comparison). Each save writes baselines/<machine-key>/ atomically, one file per case, and carries
 # the run history forward, so the baseline also knows how much whole runs differ on this machine; with
-# three or more saves a regression must lie outside that run-to-run spread.
+# three or more saves a regression must lie outside that run-to-run spread. Each file records the commit
+# it was measured at (run.commit), which `--dmlbench-against baseline` re-measures.
 # Usage: bash ci/refresh_baselines.sh [RESULTS_JSON]
 # Environment: DMLBENCH_CASES (pytest arguments selecting the cases, default "bench_cases"),
 #              DMLBENCH_SAVES (how many runs to save, default 5; at least 3 to measure run-to-run noise).

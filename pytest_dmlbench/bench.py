@@ -14,17 +14,21 @@ from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.measure.memory import PeakMemory, PeakMemoryWatch
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.results import Better, MetricResult
 
-DEFAULT_ROUNDS = 30
+DEFAULT_ROUNDS = 30  # the fewest rounds of a default measurement
+DEFAULT_MIN_TIME_S = 1.0  # a default measurement runs until this much measured time (several blocks' worth)
+DEFAULT_MAX_ROUNDS = 2000
 DEFAULT_WARMUP = 2
 
 
 class RankBench:
     """``dmlbench(fn, *args, **kwargs)`` like pytest-benchmark's ``benchmark``, plus richer forms."""
 
-    def __init__(self, dist: DistInfo) -> None:
+    def __init__(self, dist: DistInfo, block: BlockBudget | None = None) -> None:
         self.dist = dist
+        self.block = block  # one block of the paired gate: its round budget replaces the case's own
         self.metrics: dict[str, MetricResult] = {}
         self.notes: list[str] = []
         self._memory: PeakMemoryWatch | None = None
@@ -45,11 +49,15 @@ class RankBench:
     def _plan(self, rounds: int | None, warmup: int | None, min_time_s: float | None) -> Any:
         from pytest_dmlbench.measure.rounds import RoundPlan
 
+        if self.block is not None:  # a block of the paired gate: its round budget replaces the case's own
+            return self.block.plan()
         if min_time_s is not None:
             return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=None,
                              min_time_s=min_time_s)
-        return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup,
-                         rounds=DEFAULT_ROUNDS if rounds is None else rounds)
+        if rounds is None:  # adaptive: at least DEFAULT_ROUNDS, then until DEFAULT_MIN_TIME_S of measured time
+            return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=None,
+                             min_time_s=DEFAULT_MIN_TIME_S, min_rounds=DEFAULT_ROUNDS, max_rounds=DEFAULT_MAX_ROUNDS)
+        return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=rounds)
 
     def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Time ``fn(*args, **kwargs)`` in rank-agreed rounds; returns its last result."""
@@ -63,6 +71,8 @@ class RankBench:
         processes) adds ``throughput_samples_per_s``."""
         from pytest_dmlbench.measure.runner import time_callable
 
+        if self.block is not None:  # a paired block may time several calls per round to keep rounds >= ~10 ms
+            iterations = max(iterations, self.block.iterations)
         timed = time_callable(fn, args, kwargs, plan=self._plan(rounds, warmup, min_time_s),
                               iterations=iterations, device=self.dist.device)
         self.metrics.update(timed.metrics())

@@ -94,6 +94,7 @@ class DmlbenchConfig:
     fail_on_improvement: bool
     plots_dir: Path | None = None
     isolation: str = "persistent"
+    against: str | None = None  # --dmlbench-against REF: the paired gate (stored baselines not compared)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     json_path = _value(config, "dmlbench_json")
     plots_dir = _value(config, "dmlbench_plots")
     isolation = _value(config, "dmlbench_isolation")
+    against = _value(config, "dmlbench_against")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -171,10 +173,11 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         timeout_s=DEFAULT_TIMEOUT_S if timeout is None else parse_positive_seconds(timeout),
         threshold_pct=DEFAULT_THRESHOLD_PCT if threshold is None else parse_threshold(threshold),
         save=bool(_value(config, "dmlbench_save")),
-        compare=not bool(_value(config, "dmlbench_no_compare")),
+        compare=not bool(_value(config, "dmlbench_no_compare")) and against is None,
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",
         json_path=Path(json_path) if json_path else None,
         fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
         plots_dir=Path(plots_dir) if plots_dir else None,
+        against=None if against is None else str(against).strip(),
         isolation="persistent" if isolation is None else parse_isolation(isolation),
     )

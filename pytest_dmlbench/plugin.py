@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dmlbench.baseline.commit import commit_fact
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import (
     DEFAULT_THRESHOLD_PCT,
@@ -66,6 +67,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
     ("--dmlbench-isolation", "dmlbench_isolation", {"metavar": "{persistent,fresh}"},
      "persistent: kept worlds with a state guard after every case (default); fresh: a new world per case"),
+    ("--dmlbench-against", "dmlbench_against", {"metavar": "REF"},
+     "re-measure REF (a git ref or commit, or 'baseline': the commit the stored baselines were recorded at) "
+     "beside the working tree, interleaved in blocks, and judge each case on the paired figures"),
 ]
 _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench", "dmlbench", "run the distributed cases (without it they are skipped)"),
@@ -131,7 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(PropertyHealthCheck(), "dmlbench-properties")
     engine = _engine_for(settings, facts)
     config.stash[ENGINE_KEY] = engine
-    run = facts.to_dict(settings.world_size, settings.threshold_pct)
+    run = {**facts.to_dict(settings.world_size, settings.threshold_pct), **commit_fact(config.rootpath)}
     config.stash[GATE_KEY] = BaselineGate(settings, run)
     config.stash[BUILDER_KEY] = CaseResultBuilder()
     if engine.reports:
@@ -140,6 +144,11 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             config.pluginmanager.unregister(reporter)
+    if settings.against is not None:
+        from pytest_dmlbench.paired.register import register_paired_gate
+        from pytest_dmlbench.world.launched import launched_externally
+
+        register_paired_gate(config, settings, RESULT_KEY, SETTINGS_KEY, launched=launched_externally(os.environ))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -21,10 +21,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("measure", "comm", "run_facts", "envreport.livecheck"),
     ("strategies", "robust", "models", "data", "reference", "bench", "sweeps"),
     ("world", "properties"),
-    ("baseline",),
+    ("baseline", "paired.statistics"),
     ("case_results", "gate", "report", "results_reporter", "introspection", "cli", "__main__", "experiments",
      "table", "envreport", "plots", "projection"),
-    ("plugin",),
+    ("plugin", "paired"),
 ]
 
 

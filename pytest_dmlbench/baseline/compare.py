@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.baseline.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
+from pytest_dmlbench.baseline.detectable import describe_detectable
 from pytest_dmlbench.baseline.mannwhitney import Alternative, MannWhitneyResult, mann_whitney_u
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
@@ -159,6 +160,9 @@ def compare_metric(
         deciders = "the threshold alone decides" if runs_test is None else "the threshold and the saved runs decide"
         evidence += f"; {current.name} is read once per run, so {deciders}"
     evidence += _runs_description(runs_test, len(run_medians), alpha)
+    if current.name not in SINGLE_READING_METRICS:
+        spread = runs_test.spread if runs_test is not None and runs_test.spread_pct is not None else None
+        evidence += describe_detectable(base, cur, alpha, spread, len(run_medians))
     if kind == "regression":
         message = (
             f"{current.name} regressed: {evidence}.\n"

@@ -62,6 +62,19 @@ class RoundPlan:
         return done < self.max_rounds and sum(measured) < self.min_time_s
 
 
+@dataclass(frozen=True)
+class BlockBudget:
+    """One block of the paired gate: every ``dmlbench`` measurement of the case body runs exactly
+    ``rounds`` rounds after ``warmup`` rounds, timing at least ``iterations`` calls per round."""
+
+    rounds: int
+    warmup: int
+    iterations: int = 1
+
+    def plan(self) -> RoundPlan:
+        return RoundPlan(warmup=self.warmup, rounds=self.rounds)
+
+
 class RankSync:
     """The per-round synchronising ``all_reduce(MAX)`` of this rank in ``group`` (default: the world)."""
 

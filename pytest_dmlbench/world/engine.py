@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.world.backend import BackendChoice
 from pytest_dmlbench.world.world import CaseOutcome
 
@@ -42,6 +43,7 @@ class PreparedCase:
     timeout_s: float
     uses_bench: bool
     isolation: str = "persistent"  # or "fresh": a world of its own (forked engine only)
+    block: BlockBudget | None = None  # one block of the paired gate (forked engine only)
 
 
 class Engine(Protocol):

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
 from pytest_dmlbench.world.groups import GroupWatch
 from pytest_dmlbench.world.guard import StateSnapshot, Unrestorable, snapshot
@@ -75,6 +76,7 @@ def execute_case(
     seed: int,
     measure_memory: bool,
     clean_state: StateSnapshot | None = None,
+    block: BlockBudget | None = None,
 ) -> RankOutcome:
     """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report; then put
     the guarded state back and report on the default group (see ``guard`` and ``groups``).
@@ -84,7 +86,7 @@ def execute_case(
     """
     state = clean_state if clean_state is not None else snapshot()
     groups = GroupWatch.start()
-    outcome = _run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory)
+    outcome = _run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory, block=block)
     return replace(outcome, **after_case(state, groups))
 
 
@@ -96,11 +98,12 @@ def _run_body(
     *,
     seed: int,
     measure_memory: bool,
+    block: BlockBudget | None,
 ) -> RankOutcome:
     from pytest_dmlbench.bench import RankBench
 
     start = time.perf_counter()
-    bench = RankBench(dist)
+    bench = RankBench(dist, block)
     try:
         kwargs = arguments(bench)
         seed_everything(seed + dist.rank)

@@ -93,7 +93,7 @@ class ForkedEngine:
             raise CaseNotRunnable(f"the rank world could not be started: {exc}") from exc
         try:
             return world.run(nodeid, seed=case_seed(nodeid), registry_args=registry_args, pickled_args=pickled,
-                             measure_memory=case.uses_bench, timeout_s=case.timeout_s)
+                             measure_memory=case.uses_bench, timeout_s=case.timeout_s, block=case.block)
         finally:
             if fresh:
                 world.kill()  # its ranks are done with; SIGKILL skips hundreds of ms of orderly teardown

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_dmlbench.measure.memory import PeakMemory
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.results import MetricResult
 
 
@@ -71,6 +72,7 @@ class CaseRequest:
     registry_args: tuple[str, ...]
     pickled_args: bytes
     measure_memory: bool
+    block: BlockBudget | None = None  # a block of the paired gate replaces the case's own round counts
 
 
 Status = Literal["passed", "failed", "skipped", "xfailed"]

@@ -151,7 +151,7 @@ class RankProcess:
 
         return execute_case(message.case_id, self.dist, entry.func if entry else _missing, arguments,
                             seed=message.seed, measure_memory=message.measure_memory,
-                            clean_state=self.clean_state)
+                            clean_state=self.clean_state, block=message.block)
 
 
 def _missing() -> None:

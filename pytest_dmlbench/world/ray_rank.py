@@ -46,7 +46,7 @@ class RankActor:
         """This actor's node id, node address and pid."""
         import ray
 
-        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), os.getpid()
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), os.getpid()  # type: ignore[no-untyped-call,unused-ignore]
 
     def host_store(self, host: str) -> int:
         """Rank 0: start the world's TCP store on ``host``, port chosen by the OS; returns the port."""

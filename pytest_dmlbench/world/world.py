@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import cast
 
 from pytest_dmlbench.errors import WorldError
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.world.agreement import rebuild_reasons, unmatched_collectives
 from pytest_dmlbench.world.lifetime import describe_status
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
@@ -125,11 +126,11 @@ class World:
         self._log_offsets = [self._size(rank_log_path(self.spec.out_dir, r)) for r in range(self.spec.world_size)]
 
     def run(self, nodeid: str, *, seed: int, registry_args: tuple[str, ...], pickled_args: bytes,
-            measure_memory: bool, timeout_s: float) -> CaseOutcome:
+            measure_memory: bool, timeout_s: float, block: BlockBudget | None = None) -> CaseOutcome:
         """Send the case to every rank and collect each rank's outcome (or death, or stack when stuck)."""
         self._case_counter += 1
         case_id = self._case_counter
-        message = CaseRequest(case_id, nodeid, seed, registry_args, pickled_args, measure_memory)
+        message = CaseRequest(case_id, nodeid, seed, registry_args, pickled_args, measure_memory, block)
         reports = [RankReport(rank) for rank in range(self.spec.world_size)]
         begin = time.monotonic()
         for conn in self.conns:

@@ -93,8 +93,9 @@ def test_nightly_workflow_runs_the_regression_job_and_keeps_the_results() -> Non
         "dmlbench-report/report.html",
     ):
         assert needle in text, needle
+    assert "fetch-depth: 0" in text and "DMLBENCH_LAST_GREEN: ${{ steps.last_green.outputs.sha }}" in text
     script = (REPO / "ci" / "nightly.sh").read_text()
-    assert "pytest --dmlbench --world-size 4 bench_cases --dmlbench-json" in script
+    assert 'pytest --dmlbench --world-size 4 bench_cases --dmlbench-against "$against" --dmlbench-json' in script
     assert '--dmlbench-plots "$report"' in script and "python -m pytest_dmlbench env --json" in script
     install = (REPO / "ci" / "install.sh").read_text()
     assert "torch==2.14.1 torchvision==0.29.1" in install and 'pip install -e ".[test]"' in install
@@ -106,3 +107,37 @@ def test_refresh_workflow_saves_baselines_and_proposes_them() -> None:
     assert "DMLBENCH_SAVES: ${{ inputs.saves }}" in text
     assert "--dmlbench-save" in (REPO / "ci" / "refresh_baselines.sh").read_text()
     assert "gh pr create" in (REPO / "ci" / "open_baseline_pr.sh").read_text()
+
+
+def _nightly_ref(tmp_path: Path, baselines: dict[str, str], **env: str) -> str:
+    """Run ci/nightly.sh in a real two-commit repository with a stand-in ``pytest`` that prints its REF."""
+    repo = tmp_path / "repo"
+    repo.mkdir(parents=True)
+    ident = ["-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    for message in ("first", "second"):
+        (repo / "f.txt").write_text(message)
+        subprocess.run(["git", *ident, "add", "-A"], cwd=repo, check=True)
+        subprocess.run(["git", *ident, "commit", "-q", "-m", message], cwd=repo, check=True)
+    for name, text in baselines.items():
+        (repo / "baselines" / "m").mkdir(parents=True, exist_ok=True)
+        (repo / "baselines" / "m" / name).write_text(text)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = '#!/bin/sh\nwhile [ "$1" != "--dmlbench-against" ]; do shift; done\necho "REF=$2"\n'
+    (bin_dir / "pytest").write_text(stand_in)
+    (bin_dir / "pytest").chmod(0o755)
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("DMLBENCH_")}
+    full_env = {**inherited, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
+    done = subprocess.run(["bash", str(REPO / "ci" / "nightly.sh")], cwd=repo, env=full_env, capture_output=True,
+                          text=True, check=True)
+    return next(line for line in done.stdout.splitlines() if line.startswith("REF="))[4:]
+
+
+def test_nightly_chooses_its_ref(tmp_path: Path) -> None:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert _nightly_ref(tmp_path / "a", {}, DMLBENCH_AGAINST="v1.0") == "v1.0"
+    assert _nightly_ref(tmp_path / "b", {}, DMLBENCH_LAST_GREEN=head) == head  # not this repo's HEAD there
+    assert _nightly_ref(tmp_path / "c", {"x.json": '{"run": {"commit": "abc"}}'}) == "baseline"
+    assert _nightly_ref(tmp_path / "d", {"x.json": '{"run": {}}'}) == "HEAD~1"  # files saved before commits
+    assert _nightly_ref(tmp_path / "e", {}, DMLBENCH_LAST_GREEN="HEAD") == "HEAD~1"  # nothing new since green

@@ -1,0 +1,200 @@
+"""Detection quality and cost of the paired gate (``--dmlbench-against``), beside the stored-baseline rule
+and pytest-benchmark's ``median:10%`` on the same runs.
+
+Builds a temporary git repository whose library under test has three commits:
+
+* ``base``: a compute-only step (a chain of small matrix products, ``ITERATIONS`` of them);
+* ``aa``: the same code with only a comment changed (an A/A comparison: nothing may fail);
+* ``slow``: ``ITERATIONS`` raised by 15 %, so every step does 15 % more work (a real code change).
+
+For each world size, a plain session of ``base`` is saved as the stored baseline (``--dmlbench-save``),
+then sessions of ``aa`` and of ``slow`` (alternating) each run ``--dmlbench-against <base>``; every case
+of every session is one judged item. On the same sessions, the working tree's ordinary-run samples are
+judged against the stored baseline with the stored-baseline rule, and with ``median:10%``. A plain session
+of ``aa`` (no REF) gives the cost baseline.
+
+    python ci/paired_detection_quality.py                         # 2 x 2 x 10 sessions of 10 cases
+    python ci/paired_detection_quality.py --sessions 2 --cases 8  # quicker, coarser
+
+Prints a table and writes ``--out`` (JSON, per item: verdicts, block pairs used, time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_dmlbench.baseline.compare import compare_metric
+from pytest_dmlbench.results import RunResults
+
+LIB = textwrap.dedent('''
+    """The library under test: one training-like compute step."""
+
+    import torch
+
+    ITERATIONS = {iterations}  # {comment}
+
+    _W = torch.randn(96, 96) / 10
+
+
+    def step(x):
+        for _ in range(ITERATIONS):
+            x = torch.tanh(x @ _W)
+        return x
+''')
+CASES = textwrap.dedent('''
+    import pytest
+    import torch
+
+    import lib
+
+
+    @pytest.mark.dmlbench
+    @pytest.mark.parametrize("case", range({cases}))
+    def test_step(dist, dmlbench, case):
+        x = torch.randn(32, 96)
+        dmlbench.pedantic(lib.step, args=(x,), samples_per_call=32 * dist.world_size)
+''')
+BASE_ITERATIONS = 40
+IDENTITY = ["-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "-c", "commit.gpgsign=false"]
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *IDENTITY, *args], cwd=repo, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def build_repo(folder: Path, cases: int, slowdown: float) -> dict[str, str]:
+    git(folder, "init", "-q", "-b", "main")
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_cases.py").write_text(CASES.format(cases=cases))
+    commits = {}
+    for name, iterations, comment in (
+        ("base", BASE_ITERATIONS, "products per step"),
+        ("aa", BASE_ITERATIONS, "products per step (comment changed only)"),
+        ("slow", round(BASE_ITERATIONS * (1 + slowdown)), "products per step"),
+    ):
+        (folder / "lib.py").write_text(LIB.format(iterations=iterations, comment=comment))
+        git(folder, "add", "-A")
+        git(folder, "commit", "-q", "-m", name)
+        commits[name] = git(folder, "rev-parse", "HEAD")
+    return commits
+
+
+def pytest_run(repo: Path, args: list[str]) -> tuple[float, int, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    begin = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=repo,
+                          capture_output=True, text=True, env=env, timeout=7200)
+    return time.monotonic() - begin, done.returncode, done.stdout + done.stderr
+
+
+def stored_verdicts(baseline: RunResults, results: RunResults, threshold: float) -> dict[str, dict[str, bool]]:
+    """Per case: did the stored-baseline rule / median:10% flag step_time_s as a regression?"""
+    by_id = {c.nodeid: c for c in baseline.cases}
+    out = {}
+    for case in results.cases:
+        base = by_id[case.nodeid].metrics["step_time_s"]
+        cur = case.metrics["step_time_s"]
+        verdict = compare_metric(base, cur, threshold)
+        assert verdict is not None
+        ratio = statistics.median(cur.samples) / statistics.median(base.samples)
+        out[case.nodeid] = {"stored_rule": verdict.kind == "regression", "median10": ratio > 1.10}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--sessions", type=int, default=10, help="sessions per way (aa, slow) and world size")
+    parser.add_argument("--cases", type=int, default=10, help="cases per session")
+    parser.add_argument("--slowdown", type=float, default=0.15)
+    parser.add_argument("--threshold", type=float, default=10.0)
+    parser.add_argument("--out", type=Path, default=Path("paired_detection_quality.json").resolve())
+    args = parser.parse_args()
+    report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "world_sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="dmlbench-pdq-") as tmp:
+        repo = Path(tmp) / "repo"
+        repo.mkdir()
+        commits = build_repo(repo, args.cases, args.slowdown)
+        for ws in args.world_sizes:
+            common = ["--dmlbench", "--world-size", str(ws), "--dmlbench-threshold", f"{args.threshold:g}"]
+            baseline_dir = Path(tmp) / f"baselines-ws{ws}"
+            git(repo, "checkout", "-q", commits["base"])
+            _, rc, out = pytest_run(repo, [*common, "--dmlbench-save", "--dmlbench-baseline-dir", str(baseline_dir),
+                                           "--dmlbench-json", str(Path(tmp) / "base.json")])
+            assert rc == 0, out
+            baseline = RunResults.from_dict(json.loads((Path(tmp) / "base.json").read_text()))
+            git(repo, "checkout", "-q", commits["aa"])
+            plain_s, rc, out = pytest_run(repo, common)
+            assert rc == 0, out
+            items: list[dict[str, Any]] = []
+            sessions: list[dict[str, Any]] = []
+            for index in range(args.sessions):
+                for way in ("aa", "slow"):
+                    git(repo, "checkout", "-q", commits[way])
+                    json_path = Path(tmp) / f"{way}-{ws}-{index}.json"
+                    wall, rc, out = pytest_run(repo, [*common, "--dmlbench-against", commits["base"],
+                                                      "--dmlbench-json", str(json_path)])
+                    if not json_path.exists():
+                        raise SystemExit(f"session failed without results (exit {rc}):\n{out[-3000:]}")
+                    results = RunResults.from_dict(json.loads(json_path.read_text()))
+                    stored = stored_verdicts(baseline, results, args.threshold)
+                    sessions.append({"way": way, "wall_s": wall, "exit": rc})
+                    for case in results.cases:
+                        paired = case.extra.get("paired", {})
+                        kinds = {v.metric: v.kind for v in case.verdicts}
+                        step = next((v for v in case.verdicts if v.metric == "step_time_s"), None)
+                        items.append({
+                            "way": way, "nodeid": case.nodeid, "failed": case.outcome == "failed",
+                            "paired_step": kinds.get("step_time_s"), "ratio": step.ratio if step else None,
+                            "pairs": sum(paired.get("pairs_per_stage", [])),
+                            "stages": len(paired.get("pairs_per_stage", [])), "seconds": paired.get("seconds"),
+                            **stored[case.nodeid],
+                        })
+                    print(f"ws{ws} {way} session {index + 1}/{args.sessions}: {wall:.0f} s, exit {rc}", flush=True)
+                    report["world_sizes"][str(ws)] = {"plain_s": plain_s, "sessions": sessions, "items": items}
+                    args.out.write_text(json.dumps(report, indent=1))  # after every session: partial runs count
+            print_summary(ws, plain_s, sessions, items)
+    print(f"written {args.out}")
+
+
+def rate(items: list[dict[str, Any]], key: str) -> str:
+    hits = sum(1 for i in items if i[key])
+    return f"{hits}/{len(items)} = {100.0 * hits / max(1, len(items)):.1f} %"
+
+
+def print_summary(ws: int, plain_s: float, sessions: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+    aa = [i for i in items if i["way"] == "aa"]
+    slow = [i for i in items if i["way"] == "slow"]
+    print(f"\n== world size {ws}: {len(aa)} unchanged items, {len(slow)} items 15 % slower ==")
+    print(f"{'rule':<32} {'A/A items failed':<22} {'slowdowns caught':<22}")
+    print(f"{'paired gate (item fails)':<32} {rate(aa, 'failed'):<22} {rate(slow, 'failed'):<22}")
+    print(f"{'stored-baseline rule (saved 1x)':<32} {rate(aa, 'stored_rule'):<22} {rate(slow, 'stored_rule'):<22}")
+    print(f"{'pytest-benchmark median:10%':<32} {rate(aa, 'median10'):<22} {rate(slow, 'median10'):<22}")
+    for way, group in (("aa", aa), ("slow", slow)):
+        pairs = sorted(i["pairs"] for i in group)
+        ratios = [i["ratio"] for i in group if i["ratio"]]
+        walls = [s["wall_s"] for s in sessions if s["way"] == way]
+        if pairs:
+            quart = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [pairs[0]] * 3
+            print(f"{way}: block pairs per item min {pairs[0]}, quartiles {quart}, max {pairs[-1]}; "
+                  f"confirmation stages {sum(1 for i in group if i['stages'] > 1)}; "
+                  f"median estimated ratio {statistics.median(ratios) if ratios else float('nan'):.3f}; "
+                  f"session wall {statistics.median(walls):.0f} s = {statistics.median(walls) / plain_s:.2f}x "
+                  f"the plain session ({plain_s:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

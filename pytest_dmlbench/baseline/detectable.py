@@ -1,0 +1,68 @@
+"""The smallest change a stored-baseline verdict could have detected, from the noise it measured.
+
+Rounds inside a run are autocorrelated (a shared machine has slow phases lasting seconds), so the noise is
+measured on *blocks*: contiguous groups of rounds, each summarised by its median. With ``b`` baseline and
+``c`` current blocks whose log medians have pooled standard deviation ``s``, a one-sided test at ``alpha``
+catches a shift with probability ``power`` once it exceeds ``(t(1-alpha) + t(power)) * s * sqrt(1/b + 1/c)``.
+When the baseline was saved several times, the run-to-run spread of those saves bounds it too (whole runs
+differ by more than blocks inside one run on a shared machine). Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from pytest_dmlbench.paired.statistics import POWER, student_t_quantile
+
+MIN_BLOCK_ROUNDS = 5
+TARGET_BLOCKS = 8
+
+
+def block_medians(samples: Sequence[float]) -> list[float]:
+    """Medians of contiguous blocks of rounds (about :data:`TARGET_BLOCKS` blocks of at least
+    :data:`MIN_BLOCK_ROUNDS` rounds; a short tail joins the last block); NaN rounds dropped."""
+    kept = [s for s in samples if not math.isnan(s)]
+    size = max(MIN_BLOCK_ROUNDS, len(kept) // TARGET_BLOCKS)
+    count = len(kept) // size
+    if count == 0:
+        return []
+    blocks = [kept[i * size:(i + 1) * size] for i in range(count - 1)] + [kept[(count - 1) * size:]]
+    return [statistics.median(b) for b in blocks]
+
+
+def detectable_within_run_pct(baseline: Sequence[float], current: Sequence[float], alpha: float) -> float | None:
+    """The smallest change (percent) the blocks of these two runs could reveal; None when either run has
+    fewer than two blocks or a non-positive block median (no log scale)."""
+    base, cur = block_medians(baseline), block_medians(current)
+    if len(base) < 2 or len(cur) < 2 or min(base + cur) <= 0 or not all(map(math.isfinite, base + cur)):
+        return None
+    logs_b, logs_c = [math.log(v) for v in base], [math.log(v) for v in cur]
+    df = len(base) + len(cur) - 2
+    pooled = math.sqrt(((len(base) - 1) * statistics.variance(logs_b) + (len(cur) - 1) * statistics.variance(logs_c))
+                       / df)
+    t_sum = student_t_quantile(1.0 - alpha, df) + student_t_quantile(POWER, df)
+    return 100.0 * (math.exp(t_sum * pooled * math.sqrt(1.0 / len(base) + 1.0 / len(cur))) - 1.0)
+
+
+def detectable_between_runs_pct(log_spread: float, runs: int, alpha: float) -> float:
+    """The smallest change (percent) a prediction test against ``runs`` saved runs with this log-scale
+    run-to-run spread could reveal."""
+    t_sum = student_t_quantile(1.0 - alpha, runs - 1) + student_t_quantile(POWER, runs - 1)
+    return 100.0 * (math.exp(t_sum * log_spread * math.sqrt(1.0 + 1.0 / runs)) - 1.0)
+
+
+def describe_detectable(baseline: Sequence[float], current: Sequence[float], alpha: float,
+                        log_spread: float | None, runs: int) -> str:
+    """The clause a verdict ends with: what this machine's measured noise lets the rule see."""
+    within = detectable_within_run_pct(baseline, current, alpha)
+    parts = []
+    if within is not None:
+        parts.append(f"{within:.1f}% from the noise between blocks of rounds")
+    if log_spread is not None and runs >= 3:
+        parts.append(f"{detectable_between_runs_pct(log_spread, runs, alpha):.1f}% from the spread of "
+                     f"{runs} saved runs")
+    if not parts:
+        return "; smallest detectable change unknown (too few rounds for two blocks of rounds each side)"
+    return f"; smallest change detectable here at {100 * POWER:g}% power: {' and '.join(parts)}"

@@ -1,0 +1,168 @@
+"""A's handle on B: the pytest process that runs REF's cases in REF's worktree and serves blocks."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_dmlbench.paired.protocol import (
+    FDS_ENV,
+    FIRST_PLUGIN_VERSION,
+    PROTOCOL_VERSION,
+    SERVER_PLUGIN,
+    Channel,
+    ProtocolError,
+)
+from pytest_dmlbench.paired.worktree import RefError
+
+HELLO_TIMEOUT_S = 600.0  # REF's collection plus its rank start-up, on a loaded machine
+LOG_TAIL_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class RefLaunch:
+    """How to start B: where, with which arguments, and which ``sys.path`` entries go first."""
+
+    worktree: Path
+    repo_root: Path  # the user's repository (A's tree)
+    cwd: Path
+    args: Sequence[str]
+    log_path: Path
+    label: str  # REF as the user gave it, with its commit
+
+
+def python_path(worktree: Path, existing: str | None) -> str:
+    """REF's tree first (its ``pytest_dmlbench`` and its code under test win over installed copies)."""
+    entries = [str(worktree)]
+    if (worktree / "src").is_dir():
+        entries.append(str(worktree / "src"))
+    if existing:
+        entries.append(existing)
+    return os.pathsep.join(entries)
+
+
+def too_old_hint(worktree: Path) -> str | None:
+    """What to say when REF's tree holds a pytest-dmlbench that cannot serve blocks (B imports REF's copy)."""
+    package = worktree / "pytest_dmlbench"
+    if not (package / "__init__.py").is_file() or (package / "paired" / "server.py").is_file():
+        return None
+    found = re.search(r"__version__\s*=\s*[\"']([^\"']+)", (package / "__init__.py").read_text(errors="replace"))
+    return (
+        f"its pytest-dmlbench ({found.group(1) if found else 'version unknown'}) has no paired server; "
+        f"--dmlbench-against needs paired protocol {PROTOCOL_VERSION} (pytest-dmlbench {FIRST_PLUGIN_VERSION} "
+        "or later) on the REF side. Choose a REF at or after the commit that added it, or compare with stored "
+        "baselines instead."
+    )
+
+
+class RefProcess:
+    """B, started once per run; every world it starts stays alive until :meth:`close`."""
+
+    def __init__(self, launch: RefLaunch) -> None:
+        self.launch = launch
+        self.process: subprocess.Popen[bytes] | None = None
+        self.channel: Channel | None = None
+        self.hello: dict[str, Any] | None = None
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "pytest", "-p", SERVER_PLUGIN, *self.launch.args]
+
+    def start(self) -> None:
+        to_b_read, to_b_write = os.pipe()
+        from_b_read, from_b_write = os.pipe()
+        env = dict(os.environ)
+        env[FDS_ENV] = f"{to_b_read},{from_b_write}"
+        env["PYTHONPATH"] = python_path(self.launch.worktree, env.get("PYTHONPATH"))
+        self.launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.launch.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command(), cwd=self.launch.cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, pass_fds=(to_b_read, from_b_write),
+            )
+        os.close(to_b_read)
+        os.close(from_b_write)
+        self.channel = Channel(from_b_read, to_b_write)
+
+    def log_tail(self) -> str:
+        try:
+            text = self.launch.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-LOG_TAIL_CHARS:]
+
+    def _failure(self, problem: str) -> RefError:
+        log = self.log_tail()
+        hint = too_old_hint(self.launch.worktree)
+        what = f"REF {self.launch.label} could not serve blocks: {hint or problem}"
+        return RefError(f"{what}\nREF's pytest output ({self.launch.log_path}), last part:\n{log.rstrip()}")
+
+    def wait_hello(self, timeout_s: float = HELLO_TIMEOUT_S) -> dict[str, Any]:
+        """B's announcement; RefError (with B's output) when B cannot take part."""
+        if self.hello is not None:
+            return self.hello
+        assert self.channel is not None
+        try:
+            message = self.channel.receive(timeout_s)
+        except ProtocolError as exc:
+            self.kill()
+            raise self._failure(str(exc)) from None
+        if message["type"] == "error":
+            self.kill()
+            raise self._failure(str(message.get("message")))
+        if message["type"] != "hello" or message.get("protocol") != PROTOCOL_VERSION:
+            self.kill()
+            raise RefError(
+                f"REF {self.launch.label} speaks paired protocol {message.get('protocol')!r} "
+                f"(pytest-dmlbench {message.get('plugin_version')}); this run needs protocol {PROTOCOL_VERSION} "
+                f"(pytest-dmlbench {FIRST_PLUGIN_VERSION} or later). Choose a REF whose pytest-dmlbench speaks it."
+            )
+        self.hello = message
+        return message
+
+    def block(self, nodeid: str, rounds: int, warmup: int, iterations: int, timeout_s: float) -> dict[str, Any]:
+        """Run one block of ``nodeid`` in B; RefError when B went away or broke the protocol."""
+        if self.channel is None:
+            raise RefError(f"REF {self.launch.label} stopped serving earlier in this run (see the first case "
+                           f"that reported it); its pytest output is in {self.launch.log_path}")
+        try:
+            self.channel.send({"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup,
+                               "iterations": iterations})
+            message = self.channel.receive(timeout_s)
+        except (ProtocolError, OSError) as exc:
+            self.kill()
+            raise self._failure(str(exc)) from None
+        if message["type"] != "result" or message.get("nodeid") != nodeid:
+            self.kill()
+            raise self._failure(f"unexpected answer {str(message)[:300]}")
+        return message
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        if self.process is None:
+            return
+        if self.channel is not None and self.process.poll() is None:
+            try:
+                self.channel.send({"type": "end"})
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._release()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._release()
+
+    def _release(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None

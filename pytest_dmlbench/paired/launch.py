@@ -1,0 +1,108 @@
+"""From A's pytest configuration to B's launch: which commit, which worktree, which arguments.
+
+Errors are :class:`~pytest_dmlbench.paired.worktree.RefError` with the problem and the fix; the plugin
+turns them into ``pytest.UsageError`` before any case runs.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pytest_dmlbench.config import DmlbenchConfig
+from pytest_dmlbench.paired.client import RefLaunch
+from pytest_dmlbench.paired.worktree import RefError, Worktree, checkout, repository_root, resolve_commit
+
+BASELINE_REF = "baseline"
+
+
+def recorded_commit(baseline_dir: Path) -> str:
+    """The commit the stored baselines were recorded at (``run.commit`` of their files; the most common
+    one when they disagree, which happens when cases were saved at different commits)."""
+    commits: Counter[str] = Counter()
+    files = sorted(Path(baseline_dir).glob("*/*.json"))
+    for path in files:
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # an unreadable baseline is reported by the stored-baseline mode, not here
+        commit = document.get("run", {}).get("commit") if isinstance(document, dict) else None
+        if isinstance(commit, str) and commit:
+            commits[commit] += 1
+    if not commits:
+        where = f"{len(files) or 'no'} baseline file(s) under {baseline_dir}"
+        raise RefError(
+            f"--dmlbench-against baseline: {where} record no commit (files saved before pytest-dmlbench 0.2.0 "
+            "do not). Save baselines from a git checkout with --dmlbench-save, or give a ref, e.g. "
+            "--dmlbench-against origin/main."
+        )
+    return commits.most_common(1)[0][0]
+
+
+def check_compatible(config: pytest.Config, settings: DmlbenchConfig) -> None:
+    """Options that cannot go with ``--dmlbench-against``."""
+    if settings.save:
+        raise RefError(
+            "--dmlbench-against and --dmlbench-save do not go together: a paired run judges the working tree "
+            "against REF and stores nothing. Save baselines in a separate run."
+        )
+    workers = getattr(config.option, "numprocesses", None)
+    if workers not in (None, 0, "0") or hasattr(config, "workerinput"):
+        raise RefError(
+            "--dmlbench-against does not run under pytest-xdist (-n): A's and B's blocks alternate in one "
+            "process so that both see the same machine state. Drop -n (or use -n 0)."
+        )
+
+
+def _mapped_args(config: pytest.Config, root: Path, tree: Path) -> list[str]:
+    """A's positional arguments, absolute paths under the repository moved into REF's tree."""
+    args = []
+    for arg in config.args:
+        path_part, sep, rest = str(arg).partition("::")
+        path = Path(path_part)
+        if path.is_absolute():
+            try:
+                path = tree / path.resolve().relative_to(root)
+            except ValueError:
+                pass
+        args.append(f"{path}{sep}{rest}")
+    return args
+
+
+def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
+    """The options B runs with: the same world and selection, no baselines, no recursion, no xdist."""
+    options = [
+        "-p", "no:cacheprovider", "--dmlbench", "--dmlbench-no-compare", "-o", "dmlbench_against=",
+        "--world-size", str(settings.world_size), "--dmlbench-backend", settings.backend,
+        "--dmlbench-timeout", f"{settings.timeout_s:g}",
+    ]
+    if config.pluginmanager.hasplugin("xdist"):
+        options += ["-n", "0"]
+    keyword = getattr(config.option, "keyword", "")
+    if keyword:
+        options += ["-k", keyword]
+    markexpr = getattr(config.option, "markexpr", "")
+    if markexpr:
+        options += ["-m", markexpr]
+    return options
+
+
+def prepare(config: pytest.Config, settings: DmlbenchConfig, ref: str) -> tuple[RefLaunch, Worktree]:
+    """Resolve REF, make its worktree and the launch of B; RefError on any problem."""
+    check_compatible(config, settings)
+    invocation = Path(config.invocation_params.dir)
+    root = repository_root(invocation)
+    commit = resolve_commit(root, recorded_commit(settings.baseline_dir) if ref == BASELINE_REF else ref)
+    tree = checkout(root, commit)
+    cwd = tree.path / invocation.resolve().relative_to(root.resolve())
+    if not cwd.is_dir():
+        raise RefError(f"--dmlbench-against {ref}: the folder {cwd.relative_to(tree.path)} pytest runs in does "
+                       f"not exist at {commit[:12]}; run from a folder that exists in both trees")
+    log = Path(tempfile.mkdtemp(prefix="dmlbench-ref-")) / "ref-pytest.log"
+    label = ref if ref.startswith(commit[:7]) else f"{ref} ({commit[:12]})"
+    args = [*ref_options(config, settings), *_mapped_args(config, root.resolve(), tree.path)]
+    return RefLaunch(worktree=tree.path, repo_root=root, cwd=cwd, args=args, log_path=log, label=label), tree

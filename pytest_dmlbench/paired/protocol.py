@@ -1,0 +1,102 @@
+"""The message form between A (the user's pytest run) and B (a pytest process running REF's code).
+
+A and B may run different versions of this plugin (a repository that tests pytest-dmlbench with itself),
+so nothing but these messages crosses between them: one JSON object per line, over two pipes whose file
+descriptors B finds in ``DMLBENCH_PAIRED_FDS`` (``"<read>,<write>"``). Numbers may be ``NaN`` or
+``Infinity`` as Python's ``json`` writes them. Protocol version 1:
+
+B -> A, once, when B has collected its cases and started its rank processes::
+
+    {"type": "hello", "protocol": 1, "plugin_version": "0.2.0", "plugin_file": "...",
+     "cases": [{"nodeid": "tests/test_x.py::test_step[4]", "file": "/abs/path/tests/test_x.py"}, ...]}
+
+(A matches cases by the file relative to each tree's root plus the node id's part after the file, since
+node ids depend on the rootdir each run derives from its arguments; ``block`` names B's node id.)
+
+A -> B, any number of times (B answers each before reading the next)::
+
+    {"type": "block", "nodeid": "tests/test_x.py::test_step[4]", "rounds": 40, "warmup": 2, "iterations": 1}
+
+(``iterations``: at least this many calls per round for ``dmlbench(fn)`` / ``pedantic``; 1 when absent.)
+
+B -> A, the answer: ``status`` is passed, failed, skipped or unknown (no such case in REF)::
+
+    {"type": "result", "nodeid": "...", "status": "passed", "message": "", "elapsed_s": 0.31,
+     "metrics": {"step_time_s": {"unit": "s", "better": "lower", "samples": [0.0042, ...]}}}
+
+A -> B, last: ``{"type": "end"}``; B tears its cases down and exits. B exits too when its read pipe
+closes (A ended). B -> A ``{"type": "error", "message": "..."}`` reports a problem that ends B.
+
+A version bump is needed for any change a version-1 peer would misread; B announces its version and A
+refuses any other with an error naming the version it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import time
+from typing import Any
+
+PROTOCOL_VERSION = 1
+FDS_ENV = "DMLBENCH_PAIRED_FDS"
+SERVER_PLUGIN = "pytest_dmlbench.paired.server"
+FIRST_PLUGIN_VERSION = "0.2.0"  # the first pytest-dmlbench release that serves protocol 1
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a message of this protocol, or went away."""
+
+
+class Channel:
+    """One end of the two pipes: ``send`` a message, ``receive`` the next one (with a deadline)."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        self._buffer = b""
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+        view = memoryview(data)
+        while view:
+            written = os.write(self.write_fd, view)
+            view = view[written:]
+
+    def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """The next message; ProtocolError when the peer closed its end or ``timeout_s`` passed."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.read_fd], [], [], remaining)
+            if not ready:
+                raise ProtocolError(f"no message within {timeout_s:.0f} s")
+            chunk = os.read(self.read_fd, 1 << 16)
+            if not chunk:
+                raise ProtocolError("the other side closed the connection")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            message = json.loads(line)
+        except ValueError as exc:
+            raise ProtocolError(f"not a JSON message: {line[:200]!r} ({exc})") from None
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            raise ProtocolError(f"not a message object with a 'type': {line[:200]!r}")
+        return message
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def channel_from_env(environ: dict[str, str] | os._Environ[str]) -> Channel | None:
+    """B's end, from ``DMLBENCH_PAIRED_FDS``; None when the variable is absent."""
+    value = environ.get(FDS_ENV)
+    if not value:
+        return None
+    read_fd, write_fd = (int(part) for part in value.split(","))
+    return Channel(read_fd, write_fd)

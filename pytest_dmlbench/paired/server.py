@@ -1,0 +1,132 @@
+"""B's side of the paired gate: a pytest plugin that turns a pytest run of REF into a block server.
+
+A starts ``python -m pytest --dmlbench ... -p pytest_dmlbench.paired.server`` in REF's worktree, with
+REF's copy of ``pytest_dmlbench`` first on ``sys.path`` when REF has one. This plugin replaces the run
+loop: after collection (the main plugin has started the rank processes by then) it announces its protocol
+version and its cases, then runs the blocks A asks for (:mod:`pytest_dmlbench.paired.protocol`), keeping
+each case set up across its blocks and every world alive for the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytest_dmlbench
+
+if Path(__file__).resolve().parents[1] != Path(pytest_dmlbench.__file__).resolve().parent:
+    # REF's tree holds an older pytest_dmlbench without this module, and an installed copy supplied it:
+    # serving from a mix of two versions would measure neither, so refuse before importing anything more.
+    raise ImportError(
+        f"the pytest_dmlbench imported from {Path(pytest_dmlbench.__file__).parent} has no paired server "
+        f"(this one belongs to the copy at {Path(__file__).resolve().parents[1]})"
+    )
+
+from pytest_dmlbench.paired.blocks import BlockResult, run_block
+from pytest_dmlbench.paired.protocol import (
+    PROTOCOL_VERSION,
+    Channel,
+    ProtocolError,
+    channel_from_env,
+)
+
+CHANNEL_KEY = pytest.StashKey[Channel]()
+
+
+def plugin_version() -> str:
+    """This copy's version (REF's own when REF's tree holds the plugin)."""
+    return str(getattr(pytest_dmlbench, "__version__", "unknown"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    channel = channel_from_env(os.environ)
+    if channel is None:
+        raise pytest.UsageError(
+            "pytest_dmlbench.paired.server serves blocks to a --dmlbench-against run and is started by it; "
+            "do not load it by hand (-p pytest_dmlbench.paired.server)"
+        )
+    config.stash[CHANNEL_KEY] = channel
+
+
+class _CaseSlot:
+    """The one case currently set up (fixtures filled), torn down when another case is asked for."""
+
+    def __init__(self) -> None:
+        self.item: pytest.Function | None = None
+
+    def switch_to(self, item: pytest.Function | None) -> None:
+        if self.item is item:
+            return
+        if self.item is not None:
+            current, self.item = self.item, None
+            current.ihook.pytest_runtest_teardown(item=current, nextitem=item)
+        if item is not None:
+            item.ihook.pytest_runtest_setup(item=item)  # raises on a skip or a fixture error
+            self.item = item
+
+
+def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, iterations: int) -> BlockResult:
+    try:
+        slot.switch_to(item)
+    except pytest.skip.Exception as exc:
+        slot.item = None
+        return BlockResult("skipped", message=str(exc.msg))
+    except Exception as exc:  # the case's own set-up failed in REF: reported to A with its traceback
+        slot.item = None
+        return BlockResult("failed", message="".join(traceback.format_exception(exc)))
+    if any(m.name == "skip" for m in item.iter_markers()):  # a backend the machine lacks, say
+        skip = next(m for m in item.iter_markers() if m.name == "skip")
+        return BlockResult("skipped", message=str(skip.kwargs.get("reason", "")))
+    return run_block(item, rounds, warmup, iterations)
+
+
+def _serve(session: pytest.Session, channel: Channel) -> None:
+    from pytest_dmlbench.plugin import SETTINGS_KEY
+
+    if session.testsfailed:
+        channel.send({"type": "error", "message": f"REF's cases did not collect: {session.testsfailed} error(s); "
+                      "see REF's pytest output"})
+        return
+    cases: dict[str, Any] = {item.nodeid: item for item in session.items if SETTINGS_KEY in item.stash}
+    channel.send({
+        "type": "hello", "protocol": PROTOCOL_VERSION, "plugin_version": plugin_version(),
+        "plugin_file": pytest_dmlbench.__file__,
+        "cases": [{"nodeid": nodeid, "file": str(cases[nodeid].path)} for nodeid in sorted(cases)],
+    })
+    slot = _CaseSlot()
+    try:
+        while True:
+            try:
+                message = channel.receive()
+            except ProtocolError:
+                break  # A has gone: stop serving
+            if message["type"] == "end":
+                break
+            if message["type"] != "block":
+                channel.send({"type": "error", "message": f"unexpected message {message!r}"})
+                break
+            nodeid = str(message["nodeid"])
+            item = cases.get(nodeid)
+            if item is None:
+                result = BlockResult("unknown", message=f"REF has no case {nodeid!r}")
+            else:
+                result = _block(slot, item, int(message["rounds"]), int(message["warmup"]),
+                                int(message.get("iterations", 1)))
+            channel.send({"type": "result", "nodeid": nodeid, "status": result.status, "message": result.message,
+                          "elapsed_s": result.elapsed_s, "metrics": result.metrics})
+    finally:
+        slot.switch_to(None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool:
+    """Serve blocks instead of running the cases; ends quietly when A has gone (a closed pipe)."""
+    try:
+        _serve(session, session.config.stash[CHANNEL_KEY])
+    except BrokenPipeError:
+        pass  # A ended (finished, interrupted or killed) while B was answering
+    return True

@@ -1,0 +1,225 @@
+"""The paired decision rule: block pairs of A (working tree) and B (REF), judged on their log ratios.
+
+Pure functions, no I/O, no torch. The unit of evidence is a *block pair*: the median of one block of
+rounds of A and the median of the adjacent block of B. Rounds inside a block are autocorrelated on a
+shared machine (slow phases last seconds), so they are summarised by their median and never counted as
+independent samples. Per pair, ``d = log(A / B)`` for a lower-is-better metric and ``log(B / A)`` for a
+higher-is-better one, so ``d > 0`` always means "A is worse". The estimate is ``exp(mean d)`` with a
+Student-t confidence interval; the test is a one-sided paired t-test.
+
+A **regression** needs the estimated ratio beyond ``1 + threshold`` AND the one-sided p (A worse) below
+alpha; an **improvement** the mirror image (ratio below ``1 - threshold``, p (A better) below alpha).
+A result is **clear** when the two-sided ``1 - 2 alpha`` interval (each bound a one-sided ``1 - alpha``
+bound) lies wholly beyond a threshold or wholly inside the band between them; while it is not, the gate
+adds block pairs (:class:`SequentialRule`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pytest_dmlbench.baseline.between_runs import student_t_sf
+from pytest_dmlbench.stats import median
+
+PairedKind = Literal["regression", "improvement", "unchanged"]
+Better = Literal["higher", "lower"]
+
+DEFAULT_ALPHA = 0.01
+POWER = 0.95  # the power the smallest detectable change is stated at
+
+
+def block_median(samples: Sequence[float]) -> float:
+    """Median of a block's rounds, NaN rounds dropped (NaN when none is left). Infinite rounds count:
+    one infinite round moves a median no further than any other outlier."""
+    return median(samples)
+
+
+def log_ratios(a: Sequence[float], b: Sequence[float], better: Better) -> tuple[list[float], int]:
+    """Per pair, ``log`` of A's value over B's in the bad direction (> 0: A worse), and how many pairs
+    were dropped because a side was NaN, infinite, zero or negative (no ratio exists)."""
+    if len(a) != len(b):
+        raise ValueError(f"A and B must have the same number of blocks, got {len(a)} and {len(b)}")
+    if better not in ("higher", "lower"):
+        raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
+    values: list[float] = []
+    for x, y in zip(a, b, strict=True):
+        if not (math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0):
+            continue
+        d = math.log(x / y)
+        values.append(d if better == "lower" else -d)
+    return values, len(a) - len(values)
+
+
+def student_t_quantile(q: float, df: int) -> float:
+    """The ``q`` quantile of Student's t (bisection on the closed-form survival function)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile level must lie in (0, 1), got {q}")
+    if q < 0.5:
+        return -student_t_quantile(1.0 - q, df)
+    low, high = 0.0, 1.0
+    while student_t_sf(high, df) > 1.0 - q:
+        high *= 2.0
+    for _ in range(100):
+        mid = (low + high) / 2.0
+        if student_t_sf(mid, df) > 1.0 - q:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2.0
+
+
+@dataclass(frozen=True)
+class PairedEstimate:
+    """What ``n`` block pairs say about one metric (ratios are A over B in the bad direction)."""
+
+    pairs: int
+    mean_log: float
+    sd_log: float
+    alpha: float
+    p_worse: float  # one-sided paired t-test, H1: A worse than B
+    p_better: float  # one-sided paired t-test, H1: A better than B
+    ci_low_log: float  # one-sided (1 - alpha) lower bound of mean_log
+    ci_high_log: float  # one-sided (1 - alpha) upper bound of mean_log
+
+    @property
+    def ratio(self) -> float:
+        """Estimated factor by which A is worse than B (1.15: 15 % worse; 0.9: 10 % better)."""
+        return math.exp(self.mean_log)
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        """The ``1 - 2 alpha`` confidence interval of the ratio."""
+        return math.exp(self.ci_low_log), math.exp(self.ci_high_log)
+
+    @property
+    def noise_pct(self) -> float:
+        """Per-pair noise: the standard deviation of the log ratio, in percent."""
+        return 100.0 * (math.exp(self.sd_log) - 1.0)
+
+    def detectable_pct(self, pairs: int | None = None) -> float:
+        """The smallest slowdown (percent) caught with probability :data:`POWER` at one-sided ``alpha``,
+        given this per-pair noise and ``pairs`` pairs (default: those used)."""
+        n = self.pairs if pairs is None else pairs
+        if n < 2:
+            return math.inf
+        t_sum = student_t_quantile(1.0 - self.alpha, n - 1) + student_t_quantile(POWER, n - 1)
+        return 100.0 * (math.exp(t_sum * self.sd_log / math.sqrt(n)) - 1.0)
+
+
+def estimate(values: Sequence[float], alpha: float = DEFAULT_ALPHA) -> PairedEstimate | None:
+    """The paired estimate from per-pair log ratios (see :func:`log_ratios`); None with fewer than 2.
+
+    Zero spread (every pair identical) gives a zero-width interval: p is 0 on the side the pairs lie,
+    1 on the other, and 0.5 on both when they are all exactly 0.
+    """
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must lie in (0, 0.5), got {alpha}")
+    n = len(values)
+    if n < 2:
+        return None
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("log ratios must be finite (use log_ratios, which drops unusable pairs)")
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values)
+    se = sd / math.sqrt(n)
+    if se > 0.0:
+        t = mean / se
+        p_worse = student_t_sf(t, n - 1)
+        p_better = student_t_sf(-t, n - 1)
+        half = student_t_quantile(1.0 - alpha, n - 1) * se
+    else:
+        p_worse = 0.0 if mean > 0 else (0.5 if mean == 0 else 1.0)
+        p_better = 0.0 if mean < 0 else (0.5 if mean == 0 else 1.0)
+        half = 0.0
+    return PairedEstimate(n, mean, sd, alpha, p_worse, p_better, mean - half, mean + half)
+
+
+def threshold_logs(threshold_pct: float) -> tuple[float, float]:
+    """The log-ratio limits of a threshold: ``log(1 + t)`` for a regression, ``log(1 - t)`` for an
+    improvement (minus infinity when the threshold is 100 % or more: nothing improves by all of it)."""
+    if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
+        raise ValueError(f"threshold must be a finite percentage >= 0, got {threshold_pct}")
+    t = threshold_pct / 100.0
+    return math.log1p(t), (math.log1p(-t) if t < 1.0 else -math.inf)
+
+
+def judge(est: PairedEstimate, threshold_pct: float) -> PairedKind:
+    """Magnitude AND significance: beyond the threshold and p below alpha, the matching way."""
+    worse, better = threshold_logs(threshold_pct)
+    if est.mean_log > worse and est.p_worse < est.alpha:
+        return "regression"
+    if est.mean_log < better and est.p_better < est.alpha:
+        return "improvement"
+    return "unchanged"
+
+
+def is_clear(est: PairedEstimate, threshold_pct: float) -> bool:
+    """Whether the interval lies wholly beyond one threshold or wholly between the two."""
+    worse, better = threshold_logs(threshold_pct)
+    if est.ci_low_log > worse or est.ci_high_log < better:
+        return True
+    return est.ci_high_log <= worse and est.ci_low_log >= better
+
+
+@dataclass(frozen=True)
+class SequentialRule:
+    """How many block pairs one stage uses: at least ``min_pairs``, then more while the result is
+    unclear, up to ``max_pairs``. A flagged result is re-measured in a second, independent stage
+    (``confirm``) and fails only when that stage flags it too."""
+
+    min_pairs: int = 4
+    max_pairs: int = 24
+    confirm: bool = True
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.min_pairs <= self.max_pairs:
+            raise ValueError(f"need 2 <= min_pairs <= max_pairs, got {self.min_pairs}, {self.max_pairs}")
+
+    def wants_more(self, estimates: Sequence[PairedEstimate | None], threshold_pct: float, pairs: int) -> bool:
+        """Whether another pair follows after ``pairs`` pairs whose estimates (one per directed metric,
+        None where too few usable pairs) are given: while any metric is unclear, up to the cap."""
+        if pairs < self.min_pairs:
+            return True
+        if pairs >= self.max_pairs:
+            return False
+        return any(est is None or not is_clear(est, threshold_pct) for est in estimates)
+
+
+@dataclass(frozen=True)
+class SingleReading:
+    """A figure read once per run (bytes per step, peak memory), A against B directly: no test, since
+    these are not noisy the way times are; any difference is reported."""
+
+    a: float
+    b: float
+    better: Better
+    threshold_pct: float
+
+    @property
+    def ratio(self) -> float:
+        if self.b == 0.0:
+            return 1.0 if self.a == 0.0 else math.inf
+        return self.a / self.b
+
+    @property
+    def bad_pct(self) -> float:
+        """How far A is worse than B in percent of B (negative: better)."""
+        r = self.ratio
+        return 100.0 * (r - 1.0) if self.better == "lower" else 100.0 * (1.0 - r)
+
+    @property
+    def changed(self) -> bool:
+        return self.a != self.b
+
+    def kind(self) -> PairedKind:
+        if not (math.isfinite(self.a) and math.isfinite(self.b)):
+            return "unchanged"
+        if self.bad_pct > self.threshold_pct:
+            return "regression"
+        if -self.bad_pct > self.threshold_pct:
+            return "improvement"
+        return "unchanged"

@@ -1,0 +1,197 @@
+"""The paired gate end to end, in a real git repository: REF committed, the change in the working tree."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_pytest, write_files
+from tests.paired.gitrepo import commit_all, git, make_repo, user_state
+
+# These tests check the gate's plumbing, not the machine's noise: cases carry a 50 % threshold and the
+# injected slowdown is 2.5x, so neither a loaded machine nor a quiet one can flip a verdict.
+LIB_REF = """
+    import time
+
+    SLOW = 1.0
+    WIDTH = 8
+
+    def busy(seconds):  # sleeps: the verdicts must not depend on how loaded the machine's cores are
+        time.sleep(seconds)
+
+    def slowed_step():
+        busy(0.01 * SLOW)
+"""
+CASES_REF = """
+    import os
+    import pytest
+    import torch
+    import lib
+
+    THRESHOLD = float(os.environ.get("CASE_THRESHOLD", "50"))
+
+    @pytest.mark.dmlbench(world_size=2, threshold=THRESHOLD)
+    def test_same(dist, dmlbench):
+        dmlbench(lib.busy, 0.01)
+
+    @pytest.mark.dmlbench(world_size=2, threshold=THRESHOLD)
+    def test_slowed(dist, dmlbench):
+        dmlbench(lib.slowed_step)
+
+    @pytest.mark.dmlbench(world_size=2, threshold=THRESHOLD)
+    def test_bytes(dist, dmlbench):
+        from pytest_dmlbench.strategies import build
+
+        strategy = build("allreduce", torch.nn.Linear(lib.WIDTH, 2), lr=0.1)
+        batch = (torch.randn(8, lib.WIDTH), torch.randint(0, 2, (8,)))
+
+        def step(inputs, targets, loss_fn):  # a step of about 10 ms keeps the blocks' round counts small
+            lib.busy(0.01)
+            return strategy.step(inputs, targets, loss_fn)
+
+        dmlbench.train(step, [batch], global_batch_size=16, loss_fn=torch.nn.functional.cross_entropy)
+"""
+ONLY_REF = """
+    @pytest.mark.dmlbench(world_size=2)
+    def test_removed(dist, dmlbench):
+        dmlbench(lib.busy, 0.001)
+"""
+ONLY_WORKING_TREE = """
+    @pytest.mark.dmlbench(world_size=2)
+    def test_new(dist, dmlbench):
+        dmlbench(lib.busy, 0.001)
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = make_repo(tmp_path_factory.mktemp("paired") / "repo", **{
+        "lib.py": LIB_REF, "test_cases.py": CASES_REF + ONLY_REF, "pytest.ini": "[pytest]\n",
+    })
+    write_files(repo, **{  # the change under test: uncommitted, as a developer has it
+        "lib.py": LIB_REF.replace("SLOW = 1.0", "SLOW = 2.5").replace("WIDTH = 8", "WIDTH = 16"),
+        "test_cases.py": CASES_REF + ONLY_WORKING_TREE,
+    })
+    return repo
+
+
+def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
+    before = user_state(project)
+    junit = project.parent / "junit.xml"
+    run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "--junitxml", str(junit), timeout=900)
+    assert run.returncode == 1, run.output
+    assert user_state(project) == before  # REF ran from its own worktree; nothing of the user's changed
+    run.lines.fnmatch_lines([
+        "*step_time_s regressed against REF HEAD (*): block medians * ms (REF) -> * ms (working tree), +*% worse; "
+        "ratio * ?98% CI *?, one-sided paired t-test p=* (H1: working tree worse)* over * block pairs, alpha 0.01; "
+        "threshold 50%; per-pair noise *%, smallest slowdown detectable at 95% with these pairs *%; first stage *",
+        "Reproduce: pytest --dmlbench --world-size 2 --dmlbench-against * test_cases.py::test_slowed",
+    ])
+    # 8 -> 16 inputs: (16*2 + 2) / (8*2 + 2) floats of gradient, exactly, with no test needed
+    run.lines.fnmatch_lines(["*comm_bytes_per_step regressed against REF HEAD (*): 72 bytes (REF) -> 136 bytes "
+                             "(working tree), +88.89% worse; threshold 50%; a single-reading figure, compared "
+                             "exactly*"])
+    run.lines.fnmatch_lines([
+        "*= dmlbench paired =*",
+        "test_cases.py::test_same: step_time_s unchanged*block pairs *",
+        "test_cases.py::test_slowed: step_time_s regression x*block pairs *+*",
+        "test_cases.py::test_bytes:*comm_bytes_per_step regression x1.889*",
+        "test_cases.py::test_new: *step_time_s new*(new: not in REF)",
+        "removed: 1 case(s) REF has and the working tree does not:",
+        "  test_cases.py::test_removed",
+    ])
+    results = {case.get("name"): case for case in ET.parse(junit).iter("testcase")}
+    assert set(results) == {"test_same", "test_slowed", "test_bytes", "test_new"}
+    failed = {name for name, case in results.items() if case.find("failure") is not None}
+    assert failed == {"test_slowed", "test_bytes"}
+    failure = results["test_slowed"].find("failure")
+    assert failure is not None and "step_time_s regressed against REF" in failure.get("message", "")
+
+
+def test_negative_control_the_same_change_passes_under_a_threshold_it_does_not_reach(project: Path) -> None:
+    """The failures above come from the gate's rule: with thresholds beyond the changes, the same runs pass."""
+    run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "-k", "slowed or bytes", timeout=900,
+                     CASE_THRESHOLD="1000")
+    assert run.returncode == 0, run.output
+    run.lines.fnmatch_lines(["test_cases.py::test_slowed: step_time_s unchanged x*",
+                             "test_cases.py::test_bytes:*comm_bytes_per_step unchanged x1.889*"])
+
+
+def test_saved_baselines_record_their_commit_and_baseline_re_measures_it(project: Path) -> None:
+    import json
+    import subprocess
+
+    store = project.parent / "stored"
+    saved = run_pytest(project, "--dmlbench", "-k", "same", "--dmlbench-save", "--dmlbench-baseline-dir", str(store))
+    assert saved.returncode == 0, saved.output
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    files = list(store.glob("*/*.json"))
+    assert [json.loads(f.read_text())["run"]["commit"] for f in files] == [head]
+    run = run_pytest(project, "--dmlbench", "-k", "same", "--dmlbench-against", "baseline",
+                     "--dmlbench-baseline-dir", str(store), timeout=600)
+    assert run.returncode == 0, run.output
+    # the baseline dir outside the repository makes pytest take their common parent as rootdir
+    run.lines.fnmatch_lines([f"REF baseline ({head[:12]}): *", "*test_cases.py::test_same: step_time_s unchanged*"])
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("--dmlbench-against", "no-such-ref"), "*--dmlbench-against: 'no-such-ref' names no commit*"),
+    (("--dmlbench-against", "HEAD", "--dmlbench-save"), "*--dmlbench-against and --dmlbench-save do not go together*"),
+    (("--dmlbench-against", "HEAD", "-n", "2"), "*--dmlbench-against does not run under pytest-xdist (-n)*"),
+    (("--dmlbench-against", "baseline"), "*--dmlbench-against baseline: no baseline file(s) under * record no commit*"),
+])
+def test_bad_input_is_a_usage_error(project: Path, args: tuple[str, ...], expected: str) -> None:
+    run = run_pytest(project, "--dmlbench", *args)
+    assert run.returncode == 4, run.output
+    run.lines.fnmatch_lines([f"ERROR: {expected}"])
+    assert "Traceback" not in run.output
+
+
+def test_not_a_git_repository_is_a_usage_error(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_x.py": "def test_x():\n    pass\n"})
+    run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-against", "main", GIT_CEILING_DIRECTORIES=str(tmp_path.parent))
+    assert run.returncode == 4, run.output
+    run.lines.fnmatch_lines(["ERROR: --dmlbench-against: * is not inside a git repository*"])
+
+
+def test_ref_whose_plugin_is_too_old_gets_the_version_it_needs(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", **{
+        "test_x.py": "import pytest\n\n@pytest.mark.dmlbench\ndef test_x(dist):\n    pass\n",
+        "pytest.ini": "[pytest]\n",
+        # an earlier pytest-dmlbench in REF's tree (this repository tests itself): no paired server yet
+        "pytest_dmlbench/__init__.py": "__version__ = '0.1.0'\n",
+        "pytest_dmlbench/plugin.py": "",
+    })
+    git(repo, "rm", "-q", "-r", "pytest_dmlbench")
+    commit_all(repo, "the plugin leaves the tree")
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD~1")
+    assert run.returncode == 4, run.output
+    run.lines.fnmatch_lines([
+        "ERROR: REF HEAD~1 (*) could not serve blocks: its pytest-dmlbench (0.1.0) has no paired server; "
+        "--dmlbench-against needs paired protocol 1 (pytest-dmlbench 0.2.0 or later) on the REF side.*",
+    ])
+
+
+def test_ref_holding_the_plugin_serves_with_its_own_copy(tmp_path: Path) -> None:
+    """This repository is a user too: when REF's tree holds pytest_dmlbench, B runs REF's copy."""
+    import shutil
+
+    import pytest_dmlbench
+
+    repo = make_repo(tmp_path / "repo", **{
+        "test_x.py": "import time, pytest\n\n@pytest.mark.dmlbench(world_size=2, threshold=50)\n"
+                     "def test_x(dist, dmlbench):\n    dmlbench(time.sleep, 0.01)\n",
+        "pytest.ini": "[pytest]\n",
+    })
+    shutil.copytree(Path(pytest_dmlbench.__file__).parent, repo / "pytest_dmlbench",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    commit = commit_all(repo, "the plugin in the tree")
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600)
+    assert run.returncode == 0, run.output
+    run.lines.fnmatch_lines([
+        f"REF HEAD ({commit[:12]}): worktree */.git/dmlbench-worktrees/{commit}, pytest-dmlbench "
+        f"{pytest_dmlbench.__version__} from */.git/dmlbench-worktrees/{commit}/pytest_dmlbench/__init__.py",
+        "test_x.py::test_x: step_time_s unchanged*",
+    ])

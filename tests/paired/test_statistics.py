@@ -1,0 +1,133 @@
+"""The paired decision rule on block pairs: estimate, test, interval, stopping, single readings."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from scipy import stats
+
+from pytest_dmlbench.paired.statistics import (
+    SequentialRule,
+    SingleReading,
+    block_median,
+    estimate,
+    is_clear,
+    judge,
+    log_ratios,
+    student_t_quantile,
+)
+
+
+def test_log_ratios_point_the_bad_way_for_both_directions() -> None:
+    worse_time, _ = log_ratios([1.2, 1.1], [1.0, 1.0], "lower")
+    worse_throughput, _ = log_ratios([1.0, 1.0], [1.2, 1.1], "higher")
+    assert worse_time == pytest.approx([math.log(1.2), math.log(1.1)])
+    assert worse_throughput == pytest.approx(worse_time)
+
+
+def test_unusable_pairs_are_dropped_and_counted() -> None:
+    values, dropped = log_ratios([1.0, math.nan, math.inf, 0.0, -1.0, 2.0], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0], "lower")
+    assert values == pytest.approx([0.0, math.log(2.0)]) and dropped == 4
+    with pytest.raises(ValueError, match="same number of blocks"):
+        log_ratios([1.0], [1.0, 2.0], "lower")
+
+
+def test_block_median_drops_nan_and_survives_an_infinite_round() -> None:
+    assert block_median([1.0, math.nan, 3.0, 2.0]) == 2.0
+    assert block_median([1.0, math.inf, 2.0]) == 2.0
+    assert math.isnan(block_median([math.nan]))
+
+
+def test_matches_scipy_paired_t_test() -> None:
+    rng = random.Random(3)
+    a = [math.exp(rng.gauss(0.05, 0.08)) for _ in range(12)]
+    b = [math.exp(rng.gauss(0.0, 0.08)) for _ in range(12)]
+    values, _ = log_ratios(a, b, "lower")
+    est = estimate(values, alpha=0.01)
+    assert est is not None
+    logs_a, logs_b = [math.log(x) for x in a], [math.log(x) for x in b]
+    assert est.p_worse == pytest.approx(stats.ttest_rel(logs_a, logs_b, alternative="greater").pvalue, rel=1e-6)
+    assert est.p_better == pytest.approx(stats.ttest_rel(logs_a, logs_b, alternative="less").pvalue, rel=1e-6)
+    half = stats.t.ppf(0.99, 11) * stats.sem(values)
+    assert est.ci_low_log == pytest.approx(est.mean_log - half, rel=1e-6)
+    assert est.ci_high_log == pytest.approx(est.mean_log + half, rel=1e-6)
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 7, 30])
+@pytest.mark.parametrize("q", [0.9, 0.95, 0.99, 0.01])
+def test_t_quantile_matches_scipy(q: float, df: int) -> None:
+    assert student_t_quantile(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-7)
+
+
+def test_two_blocks_are_the_fewest_that_give_an_estimate() -> None:
+    assert estimate([0.1]) is None
+    est = estimate([0.1, 0.3])
+    assert est is not None and est.pairs == 2
+    assert est.p_worse == pytest.approx(stats.ttest_1samp([0.1, 0.3], 0.0, alternative="greater").pvalue)
+
+
+def test_zero_variance_and_ties() -> None:
+    same = estimate([0.0, 0.0, 0.0])
+    assert same is not None and same.p_worse == 0.5 and same.ci == (1.0, 1.0)
+    assert judge(same, 10.0) == "unchanged" and is_clear(same, 10.0)
+    slower = estimate([math.log(1.2)] * 4)
+    assert slower is not None and slower.p_worse == 0.0 and slower.p_better == 1.0
+    assert judge(slower, 10.0) == "regression"
+    faster = estimate([math.log(0.8)] * 4)
+    assert faster is not None and judge(faster, 10.0) == "improvement"
+
+
+def test_nan_log_ratios_are_refused() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        estimate([0.1, math.nan])
+
+
+def test_regression_needs_magnitude_and_significance() -> None:
+    small_but_sure = estimate([math.log(1.05) + e for e in (0.001, -0.001, 0.0, 0.001)])
+    big_but_noisy = estimate([math.log(1.3), math.log(0.95), math.log(1.4), math.log(0.9)])
+    assert small_but_sure is not None and small_but_sure.p_worse < 0.01
+    assert judge(small_but_sure, 10.0) == "unchanged"  # significant, but within the threshold
+    assert big_but_noisy is not None and big_but_noisy.ratio > 1.1
+    assert judge(big_but_noisy, 10.0) == "unchanged"  # beyond the threshold, but not significant
+
+
+def test_the_rule_flags_a_real_slowdown_and_not_noise() -> None:
+    """Negative control for the rule itself: identical noise passes, the same noise plus 15 % fails."""
+    rng = random.Random(11)
+    noise = [rng.gauss(0.0, 0.03) for _ in range(10)]
+    aa = estimate(noise)
+    ab = estimate([n + math.log(1.15) for n in noise])
+    assert aa is not None and ab is not None
+    assert judge(aa, 10.0) == "unchanged" and judge(ab, 10.0) == "regression"
+
+
+def test_sequential_rule_adds_pairs_only_while_unclear() -> None:
+    rule = SequentialRule(min_pairs=4, max_pairs=10)
+    clear = estimate([0.0, 0.001, -0.001, 0.0005])
+    unclear = estimate([0.05, 0.15, 0.0, 0.2])
+    assert clear is not None and unclear is not None
+    assert rule.wants_more([clear], 10.0, 3)  # below the minimum
+    assert not rule.wants_more([clear], 10.0, 4)
+    assert rule.wants_more([clear, unclear], 10.0, 4)
+    assert not rule.wants_more([unclear], 10.0, 10)  # the cap
+    with pytest.raises(ValueError):
+        SequentialRule(min_pairs=1)
+
+
+def test_detectable_change_shrinks_with_more_pairs() -> None:
+    est = estimate([0.05, -0.05, 0.03, -0.03])
+    assert est is not None
+    assert est.detectable_pct(20) < est.detectable_pct(4) < math.inf
+    assert est.detectable_pct(1) == math.inf
+
+
+def test_single_readings_compare_exactly() -> None:
+    same = SingleReading(4096.0, 4096.0, "lower", 10.0)
+    assert not same.changed and same.kind() == "unchanged"
+    more = SingleReading(4608.0, 4096.0, "lower", 10.0)
+    assert more.changed and more.bad_pct == pytest.approx(12.5) and more.kind() == "regression"
+    little = SingleReading(4100.0, 4096.0, "lower", 10.0)
+    assert little.changed and little.kind() == "unchanged"
+    assert SingleReading(2.0, 0.0, "lower", 10.0).kind() == "regression"
