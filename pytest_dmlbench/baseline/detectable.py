@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Sequence
 
 from pytest_dmlbench.paired.statistics import POWER, student_t_quantile
+from pytest_dmlbench.stats import median
 
 MIN_BLOCK_ROUNDS = 5
 TARGET_BLOCKS = 8
@@ -29,7 +30,7 @@ def block_medians(samples: Sequence[float]) -> list[float]:
     if count == 0:
         return []
     blocks = [kept[i * size:(i + 1) * size] for i in range(count - 1)] + [kept[(count - 1) * size:]]
-    return [statistics.median(b) for b in blocks]
+    return [median(b) for b in blocks]
 
 
 def detectable_within_run_pct(baseline: Sequence[float], current: Sequence[float], alpha: float) -> float | None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
+
+from pytest_dmlbench.stats import median
 
 
 def summary_lines(gate: Any) -> list[str]:
@@ -29,5 +30,5 @@ def summary_lines(gate: Any) -> list[str]:
         lines.extend(f"  {nodeid}" for nodeid in removed)
     pairs = [sum(j.stages) for j in gate.judgements if j.stages]
     if pairs:
-        lines.append(f"block pairs per case: median {statistics.median(pairs):g}, min {min(pairs)}, max {max(pairs)}")
+        lines.append(f"block pairs per case: median {median(pairs):g}, min {min(pairs)}, max {max(pairs)}")
     return lines
