@@ -1,7 +1,7 @@
 """The Ray instance ``framework: ray_train`` experiments run on (pytest process side).
 
 With ``RAY_ADDRESS`` unset, the first Ray Train experiment starts an embedded local Ray instance (no
-dashboard, no usage-stats reporting, loopback only) sized to this machine's cores; it is shut down when
+dashboard, no usage-stats reporting, contacting no other host) sized to this machine's cores; it is shut down when
 the pytest session ends. With ``RAY_ADDRESS`` set, experiments run on that cluster and it is left running.
 Ray is an optional dependency: :data:`RAY_MISSING` says how to install it.
 """
@@ -48,8 +48,8 @@ def connect() -> RayConnection:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     cpus = os.cpu_count() or 1
     # address="local": always a new instance, never one that ``ray start`` left running on this machine
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
-             object_store_memory=OBJECT_STORE_BYTES, log_to_driver=True)
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
+             log_to_driver=True)
     return RayConnection(started_here=True, cpus=float(cpus))
 
 
