@@ -46,6 +46,7 @@ class LocalMetrics:
 
     def __init__(self) -> None:
         self.metrics: dict[str, MetricResult] = {}
+        self.notes: list[str] = []
 
     def record(self, name: str, samples: Iterable[float] | float, *, unit: str | None = None,
                better: Better = None) -> MetricResult:
@@ -76,7 +77,7 @@ class CaseResultBuilder:
         """The result of a test that recorded figures in the pytest process; None when it recorded none."""
         if not local.metrics:
             return None
-        return self._new(facts, local.metrics, [])
+        return self._new(facts, local.metrics, list(local.notes))
 
     @staticmethod
     def _new(facts: CaseFacts, metrics: Mapping[str, MetricResult], notes: list[str]) -> CaseResult:

@@ -322,7 +322,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     result = item.stash.get(RESULT_KEY, None)
     local = item.stash.get(LOCAL_METRICS_KEY, None)
     if result is None and local is not None:
-        result = item.config.stash[BUILDER_KEY].from_local(_facts(item, 1, "local", None), local)
+        world_size, backend, threshold = getattr(item, "dmlbench_local_run", (1, "local", None))
+        result = item.config.stash[BUILDER_KEY].from_local(_facts(item, world_size, backend, threshold), local)
         if result is not None:
             item.stash[RESULT_KEY] = result
     if result is not None:

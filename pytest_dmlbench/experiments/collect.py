@@ -4,6 +4,11 @@ An :class:`ExperimentItem` is a ``pytest.Function`` whose body is the framework'
 to its :class:`~pytest_dmlbench.experiments.schema.Experiment`, marked ``@pytest.mark.dmlbench`` with the
 experiment's world size, threshold and timeout. The plugin therefore registers, dispatches, reports,
 records and judges it exactly like a hand-written case (``dist`` and ``dmlbench`` are its fixtures).
+
+A framework that brings its own workers (``ray_train``) is not marked: its body runs in the pytest process
+and records with the ``dmlbench_metrics`` fixture; :attr:`ExperimentItem.dmlbench_local_run` gives its
+result the experiment's world size, backend and threshold. Without Ray installed such an item is skipped,
+naming the install command.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dmlbench.experiments.frameworks import runner_for
+from pytest_dmlbench.experiments.frameworks import IN_PYTEST_PROCESS, runner_for
 from pytest_dmlbench.experiments.loading import ExperimentFileError, load_file
 from pytest_dmlbench.experiments.schema import Experiment
 
@@ -30,12 +35,23 @@ class ExperimentItem(pytest.Function):
         self.experiment = experiment
         self.line = line
         self.dmlbench_params = experiment.params()
+        if experiment.framework in IN_PYTEST_PROCESS:
+            self._mark_in_process(experiment)
+            return
         marker: dict[str, Any] = {"world_size": experiment.world_size}
         if experiment.threshold is not None:
             marker["threshold"] = experiment.threshold
         if experiment.timeout is not None:
             marker["timeout"] = experiment.timeout
         self.add_marker(pytest.mark.dmlbench(**marker))
+
+    def _mark_in_process(self, experiment: Experiment) -> None:
+        from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, ray_installed
+
+        # (world size, backend, threshold) of the figures recorded in this process
+        self.dmlbench_local_run = (experiment.world_size, "gloo", experiment.threshold)
+        if not ray_installed():
+            self.add_marker(pytest.mark.skip(reason=RAY_MISSING))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, self.line, f"experiment {self.name}"

@@ -1,8 +1,10 @@
-"""Which rank-side runner trains an experiment: the ``framework`` field names one.
+"""Which runner trains an experiment: the ``framework`` field names one.
 
-A runner is ``fn(dist, dmlbench, *, experiment) -> None`` and runs on every rank of the world, like a case
-body. ``dmlbench`` (the default) trains with :mod:`pytest_dmlbench.strategies`; another engine (e.g. Ray
-Train) plugs in by adding its ``module:function`` here. Modules are imported on first use only.
+A rank-side runner is ``fn(dist, dmlbench, *, experiment) -> None`` and runs on every rank of the world,
+like a case body. ``dmlbench`` (the default) trains with :mod:`pytest_dmlbench.strategies`. A framework
+that brings its own workers (``ray_train``) runs in the pytest process instead: it is listed in
+:data:`IN_PYTEST_PROCESS`, its runner takes pytest fixtures (``dmlbench_metrics`` ...) and is not dispatched
+to a rank world. Modules are imported on first use only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Any
 
 RUNNERS: dict[str, str] = {
     "dmlbench": "pytest_dmlbench.experiments.runner:run_experiment",
+    "ray_train": "pytest_dmlbench.experiments.ray_train:run_ray_train",
 }
+IN_PYTEST_PROCESS = frozenset({"ray_train"})
 
 
 def runner_for(framework: str) -> Callable[..., Any]:

@@ -160,8 +160,27 @@ def check_outcome(experiment: Experiment, losses: list[float], accuracy: float |
         )
 
 
-def run_experiment(dist: Any, dmlbench: Any, *, experiment: Experiment) -> None:
-    """Train, evaluate and measure ``experiment`` on this rank; figures go to ``dmlbench``."""
+@dataclass
+class Measured:
+    """An experiment's figures (rank-agreed: every rank holds the same) and its benchmark notes."""
+
+    figures: dict[str, list[float] | float]
+    notes: list[str]
+
+    @property
+    def losses(self) -> list[float]:
+        loss = self.figures["loss"]
+        return loss if isinstance(loss, list) else [loss]
+
+    @property
+    def accuracy(self) -> float | None:
+        accuracy = self.figures.get("accuracy")
+        return None if accuracy is None or isinstance(accuracy, list) else accuracy
+
+
+def measure_experiment(experiment: Experiment, rank: int, world_size: int, device: Any) -> Measured:
+    """Train, evaluate and measure ``experiment`` in an initialised process group (collective: every rank
+    calls it). Shared by every framework whose ranks run this package's strategies."""
     import torch.nn.functional as F
 
     from pytest_dmlbench.measure.rounds import RankSync
@@ -173,27 +192,39 @@ def run_experiment(dist: Any, dmlbench: Any, *, experiment: Experiment) -> None:
     strategy = build(experiment.strategy, model, lr=experiment.lr, momentum=experiment.momentum,
                      **experiment.strategy_options)
     epochs = [train_epoch(strategy, splits, experiment, epoch, F.cross_entropy) for epoch in range(experiment.epochs)]
-    accuracy = evaluate(strategy, splits, dist.rank, dist.world_size, experiment.batch_size)
-    peaks = _phase_peaks(dist.device)
+    accuracy = evaluate(strategy, splits, rank, world_size, experiment.batch_size)
+    peaks = _phase_peaks(device)
 
     times = [e.time_s for e in epochs]
-    dmlbench.record("total_time_s", sum(times))
-    dmlbench.record("epoch_time_s", times)
-    dmlbench.record("throughput_samples_per_s", [e.samples / e.time_s if e.time_s > 0 else math.nan for e in epochs])
-    dmlbench.record("loss", [e.loss for e in epochs])
-    dmlbench.record("comm_bytes_per_step", [b for e in epochs for b in e.bytes_per_step])
+    figures: dict[str, list[float] | float] = {
+        "total_time_s": sum(times),
+        "epoch_time_s": times,
+        "throughput_samples_per_s": [e.samples / e.time_s if e.time_s > 0 else math.nan for e in epochs],
+        "loss": [e.loss for e in epochs],
+        "comm_bytes_per_step": [b for e in epochs for b in e.bytes_per_step],
+    }
+    notes: list[str] = []
     if accuracy is not None:
-        dmlbench.record("accuracy", accuracy)
+        figures["accuracy"] = accuracy
     if experiment.comm_rounds:
-        result = measure_communication(strategy, splits, experiment, dist.device, F.cross_entropy)
+        result = measure_communication(strategy, splits, experiment, device, F.cross_entropy)
         for name in ("exposed_comm_fraction", "comm_busy_fraction"):
             if name in result.metrics:
-                dmlbench.record(name, result.metrics[name].samples)
-        dmlbench.notes.extend(result.notes)
-        peaks = [max(a, b) for a, b in zip(peaks, _phase_peaks(dist.device), strict=True)]
+                figures[name] = list(result.metrics[name].samples)
+        notes.extend(result.notes)
+        peaks = [max(a, b) for a, b in zip(peaks, _phase_peaks(device), strict=True)]
     rss_mb, cuda_mb = RankSync().max(peaks)
     if rss_mb > 0:
-        dmlbench.record("peak_rss_mb", rss_mb)
+        figures["peak_rss_mb"] = rss_mb
     if cuda_mb > 0:
-        dmlbench.record("peak_cuda_mb", cuda_mb)
-    check_outcome(experiment, [e.loss for e in epochs], accuracy)
+        figures["peak_cuda_mb"] = cuda_mb
+    return Measured(figures, notes)
+
+
+def run_experiment(dist: Any, dmlbench: Any, *, experiment: Experiment) -> None:
+    """Train, evaluate and measure ``experiment`` on this rank; figures go to ``dmlbench``."""
+    measured = measure_experiment(experiment, dist.rank, dist.world_size, dist.device)
+    for name, samples in measured.figures.items():
+        dmlbench.record(name, samples)
+    dmlbench.notes.extend(measured.notes)
+    check_outcome(experiment, measured.losses, measured.accuracy)

@@ -73,6 +73,8 @@ class Experiment:
             "max_batches_per_epoch": self.max_batches_per_epoch,
             "lr": self.lr,
         }
+        if self.framework != "dmlbench":  # the default is left out: results saved before it existed still match
+            params["framework"] = self.framework
         if self.strategy_options:
             params["strategy_options"] = dict(sorted(self.strategy_options.items()))
         return params

@@ -62,7 +62,7 @@ def test_shipped_experiment_files_are_valid_at_world_sizes_2_and_4() -> None:
     from pytest_dmlbench.experiments import load_file
 
     files = sorted((README.parent / "bench_cases").glob("dmlbench_*.yaml"))
-    assert [f.name for f in files] == ["dmlbench_seed000_resnet50.yaml", "dmlbench_seed001_cnn_bucketing.yaml",
-                                       "dmlbench_seed004_strategies.yaml"]
+    assert [f.name for f in files] == ["dmlbench_ray_train_vs_ddp.yaml", "dmlbench_seed000_resnet50.yaml",
+                                       "dmlbench_seed001_cnn_bucketing.yaml", "dmlbench_seed004_strategies.yaml"]
     for world_size in (2, 4):
-        assert sum(len(load_file(f, default_world_size=world_size)) for f in files) == 6
+        assert sum(len(load_file(f, default_world_size=world_size)) for f in files) == 8

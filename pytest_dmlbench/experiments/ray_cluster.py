@@ -1,0 +1,72 @@
+"""The Ray instance ``framework: ray_train`` experiments run on (pytest process side).
+
+With ``RAY_ADDRESS`` unset, the first Ray Train experiment starts an embedded local Ray instance (no
+dashboard, no usage-stats reporting, contacting no other host) sized to this machine's cores; it is shut down when
+the pytest session ends. With ``RAY_ADDRESS`` set, experiments run on that cluster and it is left running.
+Ray is an optional dependency: :data:`RAY_MISSING` says how to install it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Any
+
+RAY_MISSING = ('framework ray_train needs Ray Train, which is not installed; '
+               'install it with: pip install "pytest-dmlbench[ray]"')
+# The object store only carries the experiment and its figures: keep it small on a shared machine.
+OBJECT_STORE_BYTES = 128 * 1024**2
+
+
+def ray_installed() -> bool:
+    """Whether ``ray`` can be imported (checked without importing it)."""
+    return importlib.util.find_spec("ray") is not None
+
+
+@dataclass(frozen=True)
+class RayConnection:
+    """A live Ray instance: whether this process started it, and the CPUs it offers."""
+
+    started_here: bool
+    cpus: float
+
+
+def _cluster_cpus(ray: Any) -> float:
+    return float(ray.cluster_resources().get("CPU", 0.0))
+
+
+def connect() -> RayConnection:
+    """Attach to the running Ray instance, to ``RAY_ADDRESS``'s cluster, or start an embedded one."""
+    import ray
+
+    if ray.is_initialized():
+        return RayConnection(started_here=False, cpus=_cluster_cpus(ray))
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(log_to_driver=True)
+        return RayConnection(started_here=False, cpus=_cluster_cpus(ray))
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    cpus = os.cpu_count() or 1
+    # address="local": always a new instance, never one that ``ray start`` left running on this machine
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
+             log_to_driver=True)
+    return RayConnection(started_here=True, cpus=float(cpus))
+
+
+def shutdown() -> None:
+    """Stop the embedded Ray instance (a no-op when none runs)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def cpus_per_worker(cluster_cpus: float, world_size: int) -> float:
+    """CPUs each Ray Train worker asks for: one, or an equal share when the cluster has fewer than one per
+    worker (so ``world_size`` workers always fit; Ray accepts fractions of a CPU in steps of 0.0001)."""
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if cluster_cpus <= 0:
+        raise ValueError("the Ray cluster offers no CPU; Ray Train workers cannot be placed")
+    share = int(cluster_cpus / world_size * 100) / 100
+    return min(1.0, max(share, 0.01))

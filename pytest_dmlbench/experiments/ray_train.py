@@ -1,0 +1,77 @@
+"""``framework: ray_train``: an experiment trained by Ray Train's ``TorchTrainer`` (pytest process side).
+
+The item runs here, in the pytest process, not on the plugin's ranks: it starts (or joins) Ray, fits a
+``TorchTrainer`` with ``ScalingConfig(num_workers=world_size)`` whose workers run
+:func:`~pytest_dmlbench.experiments.ray_worker.train_loop` on a gloo group of Ray's making, and records the
+figures the workers reported (the same names as ``framework: dmlbench``) with ``dmlbench_metrics``, so they
+land in the item's case result and are judged like any case. Also recorded: ``ray_fit_time_s``, the wall
+time of ``fit()`` (worker start, process group, training, reporting).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pytest_dmlbench.case_results import LocalMetrics
+from pytest_dmlbench.config import DEFAULT_TIMEOUT_S
+from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, connect, cpus_per_worker, shutdown
+from pytest_dmlbench.experiments.ray_worker import NOTES_KEY, train_loop
+from pytest_dmlbench.experiments.runner import Measured, check_outcome
+from pytest_dmlbench.experiments.schema import Experiment
+from pytest_dmlbench.measure.clock import now
+
+# Where Ray Train keeps the run's checkpoint (the figures); a multi-node cluster needs shared storage here.
+STORAGE_ENV = "DMLBENCH_RAY_STORAGE"
+
+
+def figures_of(metrics: dict[str, Any] | None, experiment: Experiment) -> Measured:
+    """The figures rank 0 reported, from Ray Train's Result metrics."""
+    if not metrics:
+        raise AssertionError(f"experiment {experiment.name}: Ray Train returned no metrics; "
+                             "the workers' train loop did not report")
+    notes = [str(n) for n in metrics.get(NOTES_KEY, [])]
+    figures = {k: v for k, v in metrics.items() if k != NOTES_KEY}
+    return Measured(figures, notes)
+
+
+def fit(experiment: Experiment, storage: str, on_started_here: Any) -> tuple[Measured, float]:
+    """Fit ``experiment`` with a TorchTrainer; its figures and the wall time of ``fit()``."""
+    try:
+        from ray.train import RunConfig, ScalingConfig
+        from ray.train.torch import TorchConfig, TorchTrainer
+    except ImportError as exc:
+        raise ImportError(f"{RAY_MISSING} ({exc})") from exc
+
+    connection = connect()
+    if connection.started_here:
+        on_started_here()
+    cpus = cpus_per_worker(connection.cpus, experiment.world_size)
+    timeout = experiment.timeout if experiment.timeout is not None else DEFAULT_TIMEOUT_S
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config={"experiment": experiment, "threads": max(1, int(cpus))},
+        scaling_config=ScalingConfig(num_workers=experiment.world_size, use_gpu=False,
+                                     resources_per_worker={"CPU": cpus}),
+        torch_config=TorchConfig(backend="gloo", timeout_s=max(1, round(timeout))),
+        run_config=RunConfig(name=re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment.name), storage_path=storage),
+    )
+    start = now()
+    result = trainer.fit()
+    elapsed = now() - start
+    if result.error is not None:
+        raise result.error
+    return figures_of(result.metrics, experiment), elapsed
+
+
+def run_ray_train(dmlbench_metrics: LocalMetrics, request: Any, tmp_path: Path, *, experiment: Experiment) -> None:
+    """The item body: fit the experiment with Ray Train and record its figures in this process."""
+    storage = os.environ.get(STORAGE_ENV) or str(tmp_path / "ray_results")
+    measured, fit_time = fit(experiment, storage, lambda: request.config.add_cleanup(shutdown))
+    for name, samples in measured.figures.items():
+        dmlbench_metrics.record(name, samples)
+    dmlbench_metrics.record("ray_fit_time_s", fit_time, unit="s", better="lower")
+    dmlbench_metrics.notes.extend(measured.notes)
+    check_outcome(experiment, measured.losses, measured.accuracy)

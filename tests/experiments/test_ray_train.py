@@ -1,0 +1,112 @@
+"""``framework: ray_train`` end to end: the same experiment through Ray Train's TorchTrainer and through the
+plugin's own world, side by side in one ``--dmlbench-json``; an experiment that cannot reach its
+min_accuracy fails (the negative control); without Ray the item is skipped naming the install command.
+
+The end-to-end test starts a real embedded Ray instance (tens of seconds on a loaded 2-core machine) and
+is skipped where Ray Train is not installed (``pip install -e ".[ray]"``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, cpus_per_worker
+from pytest_dmlbench.experiments.ray_train import figures_of
+from pytest_dmlbench.experiments.schema import FieldProblem, validate
+from tests.conftest import run_pytest, write_files
+
+# mlp: 32 -> 64 -> 10, float32; allreduce sends every parameter byte every step
+MLP_PARAMETER_BYTES = 4 * (32 * 64 + 64 + 64 * 10 + 10)
+EXPERIMENTS = """
+    defaults: {model: mlp, strategy: allreduce, world_size: 2, batch_size: 64, epochs: 2,
+               max_batches_per_epoch: 8, eval_batches: 4, lr: 0.1, momentum: 0.9, comm_rounds: 2,
+               threshold: 1000}
+    experiments:
+      - name: learns
+        min_accuracy: 0.4
+        matrix:
+          framework: [dmlbench, ray_train]
+      - {name: frozen, framework: ray_train, lr: 1.0e-9, min_accuracy: 0.4, comm_rounds: 0}
+"""
+FIGURES = {"total_time_s", "epoch_time_s", "throughput_samples_per_s", "loss", "accuracy", "peak_rss_mb",
+           "comm_bytes_per_step", "exposed_comm_fraction"}
+RAY_TRAIN_INSTALLED = importlib.util.find_spec("ray") is not None and importlib.util.find_spec("ray.train") is not None
+
+
+def samples(case: dict, metric: str) -> list[float]:
+    return case["metrics"][metric]["samples"]
+
+
+@pytest.mark.skipif(not RAY_TRAIN_INSTALLED, reason=RAY_MISSING)
+def test_ray_train_runs_beside_the_plugin_world_and_is_judged(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"dmlbench_ray.yaml": EXPERIMENTS})
+    saved = run_pytest(tmp_path, "--dmlbench", "--dmlbench-save", "--dmlbench-json", "saved.json", "-k", "learns",
+                       timeout=600)
+    assert saved.returncode == 0, saved.output
+    saved.lines.fnmatch_lines(["*2 passed, 1 deselected*"])
+    cases = {c["nodeid"]: c for c in json.loads((tmp_path / "saved.json").read_text())["cases"]}
+    ours = cases["dmlbench_ray.yaml::learns[framework=dmlbench]"]
+    ray = cases["dmlbench_ray.yaml::learns[framework=ray_train]"]
+    assert set(ray["metrics"]) == set(ours["metrics"]) | {"ray_fit_time_s"}
+    assert set(ours["metrics"]) >= FIGURES
+    assert ray["world_size"] == 2 and ray["backend"] == "gloo" and ray["outcome"] == "passed"
+    assert ray["params"]["framework"] == "ray_train" and "framework" not in ours["params"]
+
+    judged = run_pytest(tmp_path, "--dmlbench", "--dmlbench-json", "results.json", "-k", "ray_train or frozen",
+                        timeout=600)
+    assert judged.returncode == 1, judged.output
+    judged.lines.fnmatch_lines([
+        "*experiment frozen: held-out accuracy * < min_accuracy 0.4 after 2 epoch(s)*the model did not learn*",
+        "FAILED dmlbench_ray.yaml::frozen*",
+        "*1 failed, 1 passed, 1 deselected*",
+    ])
+    rerun = json.loads((tmp_path / "results.json").read_text())["cases"]
+    assert [c["nodeid"] for c in rerun] == [ray["nodeid"]]  # a failed case keeps no figures
+    assert {v["kind"] for v in rerun[0]["verdicts"]} == {"unchanged"}, rerun[0]["verdicts"]
+    # Ray's two workers ran the package's strategy on a 2-rank group: every parameter byte, every step ...
+    assert samples(ray, "comm_bytes_per_step") == [MLP_PARAMETER_BYTES] * 16
+    # ... and trained the same model on the same data as the plugin's world
+    for mine, theirs in zip(samples(ours, "loss"), samples(ray, "loss"), strict=True):
+        assert math.isclose(mine, theirs, rel_tol=1e-5), (samples(ours, "loss"), samples(ray, "loss"))
+    assert samples(ray, "accuracy") == samples(ours, "accuracy")
+    assert samples(ray, "ray_fit_time_s")[0] > samples(ray, "total_time_s")[0]
+    epochs = zip(samples(ray, "throughput_samples_per_s"), samples(ray, "epoch_time_s"), strict=True)
+    assert [round(rate * seconds) for rate, seconds in epochs] == [8 * 64] * 2
+
+
+def test_without_ray_the_item_is_skipped_naming_the_install(tmp_path: Path) -> None:
+    write_files(tmp_path, **{
+        "conftest.py": "import sys\nsys.modules['ray'] = None  # as if Ray were not installed\n",
+        "dmlbench_ray.yaml": "experiments: [{name: needs_ray, model: mlp, framework: ray_train, world_size: 2}]\n",
+    })
+    run = run_pytest(tmp_path, "--dmlbench", "-rs")
+    assert run.returncode == 0, run.output
+    run.lines.fnmatch_lines(['SKIPPED*framework ray_train needs Ray Train, which is not installed; '
+                             'install it with: pip install "pytest-dmlbench[[]ray]"', "*1 skipped*"])
+
+
+def test_an_unknown_framework_names_ray_train_among_the_accepted(tmp_path: Path) -> None:
+    with pytest.raises(FieldProblem, match="unknown framework 'horovod'") as problem:
+        validate({"name": "x", "model": "mlp", "framework": "horovod"}, name="x", source="f",
+                 default_world_size=2, base_dir=tmp_path)
+    assert "ray_train" in problem.value.accepted
+
+
+@pytest.mark.parametrize(("cpus", "world_size", "share"), [(2, 2, 1.0), (2, 4, 0.5), (16, 4, 1.0), (2, 3, 0.66)])
+def test_workers_ask_for_a_share_that_fits(cpus: float, world_size: int, share: float) -> None:
+    assert cpus_per_worker(cpus, world_size) == share
+    assert cpus_per_worker(cpus, world_size) * world_size <= cpus
+
+
+def test_a_cluster_without_cpus_and_a_silent_train_loop_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="offers no CPU"):
+        cpus_per_worker(0, 2)
+    experiment = validate({"name": "x", "model": "mlp", "framework": "ray_train"}, name="x", source="f",
+                          default_world_size=2, base_dir=tmp_path)
+    with pytest.raises(AssertionError, match="Ray Train returned no metrics"):
+        figures_of(None, experiment)
