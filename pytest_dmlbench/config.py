@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 BACKENDS = ("auto", "gloo", "nccl")
 ISOLATIONS = ("persistent", "fresh")
+LAUNCHERS = ("fork", "ray")
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -36,12 +37,22 @@ def parse_world_size(value: Any, source: str = "--world-size") -> int:
     return number
 
 
+def _choice(value: Any, choices: tuple[str, ...], what: str, source: str) -> str:
+    """``value`` (case and surrounding spaces ignored) when it is one of ``choices``."""
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise ConfigError(f"{source}: {value!r} is not {what}; choose one of {', '.join(choices)}")
+    return text
+
+
 def parse_backend(value: Any, source: str = "--dmlbench-backend") -> str:
     """One of auto, gloo, nccl."""
-    text = str(value).strip().lower()
-    if text not in BACKENDS:
-        raise ConfigError(f"{source}: {value!r} is not a backend; choose one of {', '.join(BACKENDS)}")
-    return text
+    return _choice(value, BACKENDS, "a backend", source)
+
+
+def parse_launcher(value: Any, source: str = "--dmlbench-launcher") -> str:
+    """fork (rank processes forked from the zygote) or ray (rank processes are Ray actors)."""
+    return _choice(value, LAUNCHERS, "a launcher", source)
 
 
 def parse_positive_seconds(value: Any, source: str = "--dmlbench-timeout") -> float:
@@ -72,10 +83,7 @@ def parse_threshold(value: Any, source: str = "--dmlbench-threshold") -> float:
 
 def parse_isolation(value: Any, source: str = "--dmlbench-isolation") -> str:
     """persistent (a kept world with the per-case state guard) or fresh (a new world for every case)."""
-    text = str(value).strip().lower()
-    if text not in ISOLATIONS:
-        raise ConfigError(f"{source}: {value!r} is not an isolation; choose one of {', '.join(ISOLATIONS)}")
-    return text
+    return _choice(value, ISOLATIONS, "an isolation", source)
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,8 @@ class DmlbenchConfig:
     plots_dir: Path | None = None
     isolation: str = "persistent"
     against: str | None = None  # --dmlbench-against REF: the paired gate (stored baselines not compared)
+    launcher: str = "fork"  # or "ray": rank processes are Ray actors (world/ray_engine.py)
+    ray_spread: bool = False  # Ray launcher: spread a world's ranks across nodes
 
 
 @dataclass(frozen=True)
@@ -166,6 +176,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     plots_dir = _value(config, "dmlbench_plots")
     isolation = _value(config, "dmlbench_isolation")
     against = _value(config, "dmlbench_against")
+    launcher = _value(config, "dmlbench_launcher")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -180,4 +191,6 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         plots_dir=Path(plots_dir) if plots_dir else None,
         against=None if against is None else str(against).strip(),
         isolation="persistent" if isolation is None else parse_isolation(isolation),
+        launcher="fork" if launcher is None else parse_launcher(launcher),
+        ray_spread=bool(_value(config, "dmlbench_ray_spread")),
     )

@@ -65,6 +65,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-plots", "dmlbench_plots", {"metavar": "DIR"}, "write this run's plots and report.html into DIR"),
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
+    ("--dmlbench-launcher", "dmlbench_launcher", {"metavar": "{fork,ray}"},
+     "fork: rank processes forked from the pytest process (default); ray: ranks are Ray actors on a local "
+     "Ray instance, or on the cluster at RAY_ADDRESS"),
     ("--dmlbench-isolation", "dmlbench_isolation", {"metavar": "{persistent,fresh}"},
      "persistent: kept worlds with a state guard after every case (default); fresh: a new world per case"),
     ("--dmlbench-against", "dmlbench_against", {"metavar": "REF"},
@@ -75,6 +78,8 @@ _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench", "dmlbench", "run the distributed cases (without it they are skipped)"),
     ("--dmlbench-save", "dmlbench_save", "store this run's results as the baselines"),
     ("--dmlbench-no-compare", "dmlbench_no_compare", "do not compare with stored baselines"),
+    ("--dmlbench-ray-spread", "dmlbench_ray_spread",
+     "with --dmlbench-launcher ray: place a world's ranks on different nodes (SPREAD) instead of packing them"),
     ("--dmlbench-fail-on-improvement", "dmlbench_fail_on_improvement",
      "also fail cases that improved beyond the threshold (catches stale baselines)"),
 ]
@@ -111,6 +116,10 @@ def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
 
     if launched_externally(os.environ):
         return LaunchedEngine(settings.backend, settings.timeout_s)
+    if settings.launcher == "ray":
+        from pytest_dmlbench.world.ray_engine import RayEngine
+
+        return RayEngine(facts, spread=settings.ray_spread)
     from pytest_dmlbench.world.forked import ForkedEngine
 
     return ForkedEngine(facts)
