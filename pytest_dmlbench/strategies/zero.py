@@ -84,6 +84,22 @@ class _Completed:
         return True
 
 
+def forget_stale_groups() -> None:
+    """Drop the process groups DeepSpeed cached at module level whose group no longer exists.
+
+    DeepSpeed clones the world group once per process and keeps it; in a kept rank world the harness
+    destroys the sub-groups a case created after that case, so a later case would reach a destroyed group
+    ("is not registered"). A dropped cache is rebuilt (a collective ``new_group`` on every rank) on demand.
+    """
+    import torch.distributed.distributed_c10d as c10d
+    from deepspeed.utils import groups
+
+    live = set(c10d._world.pg_map)
+    for name, value in list(vars(groups).items()):
+        if isinstance(value, c10d.ProcessGroup) and value not in live:
+            setattr(groups, name, None)
+
+
 @contextlib.contextmanager
 def routed_deepspeed_comm(backend: Any, *, skip: bool) -> Iterator[None]:
     """Route ``backend``'s data-moving methods through :func:`comm.issue` (or skip them, for the twin)."""
@@ -150,6 +166,7 @@ class DeepSpeedStrategy(Strategy):
             **extra,
         }
         optimizer = self._optimizer(self.model.parameters())
+        forget_stale_groups()
         self.engine, _, _, _ = deepspeed.initialize(model=self.model, optimizer=optimizer, config=ds_config,
                                                     dist_init_required=False)
         self._backend = deepspeed.comm.comm.cdb

@@ -90,7 +90,7 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
         "Reproduce: pytest --dmlbench --world-size 2 --dmlbench-against * test_cases.py::test_slowed",
     ])
     # 8 -> 16 inputs: (16*2 + 2) / (8*2 + 2) floats of gradient, exactly, with no test needed
-    run.lines.fnmatch_lines(["*comm_bytes_per_step regressed against REF HEAD (*): 72 bytes (REF) -> 136 bytes "
+    run.lines.fnmatch_lines(["*comm_bytes_per_step regressed against REF HEAD (*): 72 B (REF) -> 136 B "
                              "(working tree), +88.89% worse; threshold 50%; a single-reading figure, compared "
                              "exactly*"])
     run.lines.fnmatch_lines([
