@@ -66,8 +66,8 @@ BAD_FILES = [
      'its ranks hold one stage each, not the whole model, so an experiment cannot evaluate it; '
      'write a @pytest.mark.dmlbench case instead; accepted: allreduce, bucketed, ddp, fp16, '
      'local_sgd, powersgd, ps, robust'),
-    ('unknown_strategy', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: mlp, strategy: horovod}\n',
-     "dmlbench_a.yaml: experiment 'a': key 'strategy': unknown strategy 'horovod'; accepted: "
+    ('unknown_strategy', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: mlp, strategy: byteps}\n',
+     "dmlbench_a.yaml: experiment 'a': key 'strategy': unknown strategy 'byteps'; accepted: "
      'allreduce, bucketed, ddp, fp16, local_sgd, powersgd, ps, robust'),
     ('strategy_key', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: mlp, strategy: {name: ddp, opts: {}}}\n',
      "dmlbench_a.yaml: experiment 'a': key 'strategy': unknown key(s) 'opts'; accepted: name, "
