@@ -5,6 +5,7 @@ Imports no pytest: pytest's outcome exceptions (skip, xfail) are recognised by c
 
 from __future__ import annotations
 
+import pickle
 import random
 import sys
 import time
@@ -19,7 +20,25 @@ from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
 from pytest_dmlbench.world.groups import GroupWatch
 from pytest_dmlbench.world.guard import StateSnapshot, Unrestorable, snapshot
-from pytest_dmlbench.world.messages import RankOutcome, Status
+from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Status
+from pytest_dmlbench.world.registry import CaseEntry
+
+
+def case_arguments(entry: CaseEntry, request: CaseRequest, dist: DistInfo, bench: Any) -> dict[str, Any]:
+    """The case body's keyword arguments on a rank: its identity, its ``dmlbench`` object, direct parametrize
+    values from the rank's own copy of the case, and the fixture values the parent pickled."""
+    values: dict[str, Any] = pickle.loads(request.pickled_args) if request.pickled_args else {}
+    kwargs: dict[str, Any] = {}
+    for name in entry.argnames:
+        if name == "dist":
+            kwargs[name] = dist
+        elif name == "dmlbench":
+            kwargs[name] = bench
+        elif name in request.registry_args:
+            kwargs[name] = entry.params[name]
+        else:
+            kwargs[name] = values[name]
+    return kwargs
 
 
 def case_seed(nodeid: str) -> int:

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.world.backend import device_for
-from pytest_dmlbench.world.execute import execute_case
+from pytest_dmlbench.world.execute import case_arguments, execute_case
 from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.guard import StateSnapshot, snapshot
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
@@ -124,19 +124,7 @@ class RankProcess:
         _leave(0)
 
     def _arguments(self, message: CaseRequest, bench: Any) -> dict[str, Any]:
-        entry = self.registry[message.nodeid]
-        values: dict[str, Any] = pickle.loads(message.pickled_args) if message.pickled_args else {}
-        kwargs: dict[str, Any] = {}
-        for name in entry.argnames:
-            if name == "dist":
-                kwargs[name] = self.dist
-            elif name == "dmlbench":
-                kwargs[name] = bench
-            elif name in message.registry_args:
-                kwargs[name] = entry.params[name]
-            else:
-                kwargs[name] = values[name]
-        return kwargs
+        return case_arguments(self.registry[message.nodeid], message, self.dist, bench)
 
     def run_case(self, message: CaseRequest) -> RankOutcome:
         entry = self.registry.get(message.nodeid)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.world.backend import device_for
-from pytest_dmlbench.world.execute import execute_case
+from pytest_dmlbench.world.execute import case_arguments, execute_case
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
 
@@ -74,25 +74,13 @@ class RankActor:
 
     def run_case(self, message: CaseRequest) -> tuple[RankOutcome, str]:
         """Run one case; returns its outcome and what the rank printed meanwhile."""
-        import pickle
 
         entry = self.registry.get(message.nodeid)
 
         def arguments(bench: Any) -> dict[str, Any]:
             if entry is None:
                 raise LookupError(f"case {message.nodeid!r} was not shipped to this Ray world")
-            values: dict[str, Any] = pickle.loads(message.pickled_args) if message.pickled_args else {}
-            kwargs: dict[str, Any] = {}
-            for name in entry.argnames:
-                if name == "dist":
-                    kwargs[name] = self.dist
-                elif name == "dmlbench":
-                    kwargs[name] = bench
-                elif name in message.registry_args:
-                    kwargs[name] = entry.params[name]
-                else:
-                    kwargs[name] = values[name]
-            return kwargs
+            return case_arguments(entry, message, self.dist, bench)
 
         outcome = execute_case(message.case_id, self.dist, entry.func if entry else _missing, arguments,
                                seed=message.seed, measure_memory=message.measure_memory)
