@@ -206,11 +206,11 @@ def test_isolation_cost(world_size: int, pool: WorldPool, dmlbench_metrics: obje
 
 
 def _unguarded_execute(case_id: int, dist: Any, func: Any, arguments: Any, *, seed: int,
-                       measure_memory: bool, clean_state: Any = None) -> Any:
+                       measure_memory: bool, clean_state: Any = None, block: Any = None) -> Any:
     """``execute_case`` without the state guard and the collective count (for the side-by-side figure)."""
     from pytest_dmlbench.world import execute
 
-    return execute._run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory)
+    return execute._run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory, block=block)
 
 
 def test_state_guard_dispatch_cost(dmlbench_metrics: object) -> None:

@@ -192,11 +192,12 @@ needs_deepspeed = pytest.mark.skipif(
 
 
 def deepspeed_bytes(parameters: int, zero_stage: int, world_size: int) -> dict[str, int]:
-    """Documented bytes per step of ``deepspeed`` (see pytest_dmlbench/strategies/zero.py)."""
+    """Documented bytes per step of ``deepspeed`` (see pytest_dmlbench/strategies/zero.py); nothing leaves
+    the process in a one-rank world."""
+    if world_size == 1:
+        return {"all_reduce": 0}
     if zero_stage == 0:
         return {"all_reduce": parameters * FLOAT32}
-    if world_size == 1:  # one partition: nothing to gather
-        return {"all_reduce": parameters * FLOAT32 + FLOAT32}
     return {"all_reduce": parameters * FLOAT32 + FLOAT32,
             "all_gather": 2 * FLOAT32 * math.ceil(parameters / (2 * world_size))}
 

@@ -13,7 +13,8 @@ parameters on ``n`` ranks (the payload this rank hands over, as everywhere in th
 - ZeRO 1 and 2: gradient buckets all-reduced, each rank keeping its partition (DeepSpeed's path for this
   configuration), plus the gradient norm its optimizer always computes (one float32), then this rank's
   partition of the updated parameters all-gathered, padded to DeepSpeed's alignment of 2 elements:
-  ``all_reduce`` ``4 P + 4`` and ``all_gather`` ``8 ceil(P / 2n)`` (no all-gather on one rank).
+  ``all_reduce`` ``4 P + 4`` and ``all_gather`` ``8 ceil(P / 2n)``; a one-rank world counts 0 bytes (nothing
+  leaves the process).
 
 The no-communication twin (``communicate=False``) builds the same engine and skips every routed operation
 (asynchronous ones return a completed handle). DeepSpeed broadcasts the model once when the engine is
