@@ -43,7 +43,7 @@ class PreparedCase:
     timeout_s: float
     uses_bench: bool
     isolation: str = "persistent"  # or "fresh": a world of its own (forked engine only)
-    block: BlockBudget | None = None  # one block of the paired gate (forked engine only)
+    block: BlockBudget | None = None  # one block of the paired gate (forked and Ray engines)
 
 
 class Engine(Protocol):

@@ -78,7 +78,7 @@ class RayEngine:
             raise CaseNotRunnable(f"the Ray world could not be started: {exc}") from exc
         try:
             return world.run(nodeid, seed=case_seed(nodeid), registry_args=registry_args, pickled_args=pickled,
-                             measure_memory=case.uses_bench, timeout_s=case.timeout_s)
+                             measure_memory=case.uses_bench, timeout_s=case.timeout_s, block=case.block)
         finally:
             if fresh:
                 world.kill()

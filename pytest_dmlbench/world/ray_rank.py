@@ -83,7 +83,7 @@ class RankActor:
             return case_arguments(entry, message, self.dist, bench)
 
         outcome = execute_case(message.case_id, self.dist, entry.func if entry else _missing, arguments,
-                               seed=message.seed, measure_memory=message.measure_memory)
+                               seed=message.seed, measure_memory=message.measure_memory, block=message.block)
         return outcome, self.output()
 
     def output(self) -> str:

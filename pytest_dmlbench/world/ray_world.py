@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from pytest_dmlbench.errors import WorldError
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
 from pytest_dmlbench.world.world import FAILURE_GRACE_S, CaseOutcome, RankReport
@@ -54,7 +55,9 @@ def ensure_ray(num_cpus: float | None = None) -> Any:
     ray = import_ray()
     if not ray.is_initialized():
         path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-        local = {} if os.environ.get("RAY_ADDRESS") else {"num_cpus": num_cpus, "include_dashboard": False}
+        # address="local": a new instance of our own, never a cluster another process left running here
+        local = {} if os.environ.get("RAY_ADDRESS") else {"address": "local", "num_cpus": num_cpus,
+                                                          "include_dashboard": False}
         ray.init(runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=False, **local)
     return ray
 
@@ -142,13 +145,13 @@ class RayWorld:
 
     # -- run --
     def run(self, nodeid: str, *, seed: int, registry_args: tuple[str, ...], pickled_args: bytes,
-            measure_memory: bool, timeout_s: float) -> CaseOutcome:
+            measure_memory: bool, timeout_s: float, block: BlockBudget | None = None) -> CaseOutcome:
         """Send the case to every rank actor and collect each rank's outcome (or death, or stack when stuck)."""
         import ray
 
         self._case_counter += 1
         case_id = self._case_counter
-        message = CaseRequest(case_id, nodeid, seed, registry_args, pickled_args, measure_memory)
+        message = CaseRequest(case_id, nodeid, seed, registry_args, pickled_args, measure_memory, block)
         reports = [RankReport(rank) for rank in range(self.spec.world_size)]
         begin = time.monotonic()
         pending = {actor.run_case.remote(message): rank for rank, actor in enumerate(self.actors)}
