@@ -6,8 +6,10 @@ forked engine's :class:`~pytest_dmlbench.world.world.World`:
 - Ray: ``ray.init()`` when Ray is not initialised yet (a local instance, or the cluster at ``RAY_ADDRESS``),
   with the parent's ``sys.path`` as the workers' ``PYTHONPATH`` so that test modules import there (a local
   cluster or a shared file system).
-- Placement: one bundle of ``cpus_per_rank`` CPUs per rank in a placement group, ``PACK`` by default,
-  ``SPREAD`` across nodes with ``spread=True``. Each rank is a :class:`~.ray_rank.RankActor` in its bundle.
+- Placement: one bundle of ``cpus_per_rank`` CPUs per rank in a placement group, ``PACK`` by default;
+  with ``spread=True`` one rank per node (``STRICT_SPREAD``) when the cluster has a node for every rank, else
+  ``SPREAD`` (Ray's best effort, several ranks per node). Each rank is a :class:`~.ray_rank.RankActor` in
+  its bundle.
 - Rendezvous: rank 0's actor starts a ``torch.distributed.TCPStore`` on port 0 (the OS picks the port, read
   back); on loopback with ``GLOO_SOCKET_IFNAME=lo`` when every rank is on one node, else on rank 0's node
   address. The others join through it.
@@ -62,6 +64,22 @@ def ensure_ray(num_cpus: float | None = None) -> Any:
     return ray
 
 
+def placement_strategy(spread: bool, world_size: int, nodes_that_fit_a_rank: int) -> str:
+    """Ray's placement-group strategy: ``PACK`` unless spread; one rank per node when there are enough nodes.
+
+    Ray's ``SPREAD`` is best effort: a node that is still releasing an earlier world's bundles lets every rank
+    land on one node, so spreading is only guaranteed where it is possible at all.
+    """
+    if not spread:
+        return "PACK"
+    return "STRICT_SPREAD" if nodes_that_fit_a_rank >= world_size else "SPREAD"
+
+
+def nodes_that_fit(ray: Any, cpus: float) -> int:
+    """How many alive nodes of the cluster have ``cpus`` CPUs in all (free or not)."""
+    return sum(1 for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) >= cpus)
+
+
 class RayWorld:
     """Rank actors of one (backend, world size), kept for many cases."""
 
@@ -91,11 +109,12 @@ class RayWorld:
         from pytest_dmlbench.world.ray_rank import RankActor
 
         deadline = time.monotonic() + self.spec.init_timeout_s
-        self.group = placement_group([{"CPU": self.cpus_per_rank}] * n, strategy="SPREAD" if self.spread else "PACK")
+        strategy = placement_strategy(self.spread, n, nodes_that_fit(ray, self.cpus_per_rank) if self.spread else 0)
+        self.group = placement_group([{"CPU": self.cpus_per_rank}] * n, strategy=strategy)
         if not self._wait([self.group.ready()], deadline):
             self.kill()
             raise WorldError(f"the Ray cluster could not place {n} rank(s) of {self.cpus_per_rank:g} CPU each "
-                             f"({'SPREAD' if self.spread else 'PACK'}) within {self.spec.init_timeout_s:.0f} s; "
+                             f"({strategy}) within {self.spec.init_timeout_s:.0f} s; "
                              f"its resources: {ray.cluster_resources()}")
         actor_class = ray.remote(RankActor)
         self.actors = [
