@@ -46,11 +46,12 @@ class RankBench:
             self.peak_memory = self._memory.stop()
 
     # -- what cases call --
-    def _plan(self, rounds: int | None, warmup: int | None, min_time_s: float | None) -> Any:
+    def _plan(self, rounds: int | None, warmup: int | None, min_time_s: float | None,
+              grouped: bool = True) -> Any:
         from pytest_dmlbench.measure.rounds import RoundPlan
 
         if self.block is not None:  # a block of the paired gate: its round budget replaces the case's own
-            return self.block.plan()
+            return self.block.plan() if grouped else self.block.one_call_per_round()
         if min_time_s is not None:
             return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=None,
                              min_time_s=min_time_s)
@@ -90,7 +91,8 @@ class RankBench:
         from pytest_dmlbench.measure.runner import benchmark_training
 
         result = benchmark_training(strategy, batches, global_batch_size=global_batch_size, loss_fn=loss_fn,
-                                    twin=twin, plan=self._plan(rounds, warmup, None), device=self.dist.device)
+                                    twin=twin, plan=self._plan(rounds, warmup, None, grouped=False),
+                                    device=self.dist.device)
         self.metrics.update(result.metrics)
         self.notes.extend(result.notes)
         return result

@@ -31,6 +31,7 @@ from pytest_dmlbench.config import (
 )
 from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
 from pytest_dmlbench.gate import BaselineGate
+from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results_reporter import REPORT_ATTR, ResultsReporter
 from pytest_dmlbench.run_facts import RunFacts
@@ -287,6 +288,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         CollectedCase(pyfuncitem.nodeid, pyfuncitem.obj, argnames, _callspec_params(pyfuncitem)),
         funcargs=pyfuncitem.funcargs, world_size=settings.world_size, backend=backend,
         timeout_s=settings.timeout_s, uses_bench="dmlbench" in argnames, isolation=settings.isolation,
+        # under the paired gate a short calibration run: the gate measures its block pairs after it
+        block=CALIBRATION_BUDGET if pyfuncitem.config.stash[CONFIG_KEY].against is not None else None,
     )
     try:
         run = pyfuncitem.config.stash[ENGINE_KEY].run(case)

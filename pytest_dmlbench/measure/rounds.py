@@ -74,6 +74,16 @@ class BlockBudget:
     def plan(self) -> RoundPlan:
         return RoundPlan(warmup=self.warmup, rounds=self.rounds)
 
+    def one_call_per_round(self) -> RoundPlan:
+        """The same measured time for a body that runs one step per round (``train``): ``rounds x
+        iterations`` rounds."""
+        return RoundPlan(warmup=self.warmup, rounds=self.rounds * self.iterations)
+
+
+CALIBRATION_BUDGET = BlockBudget(rounds=10, warmup=2)
+"""The ordinary run of a case under the paired gate: it checks the case and sizes the blocks from its step
+time; the verdict's evidence is the block pairs measured after it, so it needs no long measurement."""
+
 
 class RankSync:
     """The per-round synchronising ``all_reduce(MAX)`` of this rank in ``group`` (default: the world)."""

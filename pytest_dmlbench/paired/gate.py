@@ -1,7 +1,8 @@
 """A's side of the paired gate: interleave A's and B's blocks of every case and judge the pairs.
 
-Per case, after its ordinary run on the working tree (which checks it and calibrates the block size):
-one warm-up block of B, then block pairs, A and B in an order drawn at random for each pair, until every
+Per case, after its ordinary run on the working tree (a short calibration run,
+:data:`~pytest_dmlbench.measure.rounds.CALIBRATION_BUDGET`, which checks the case and sizes the blocks):
+a short warm-up block of B, then block pairs, A and B in an order drawn at random for each pair, until every
 judged metric is clear or the cap is reached (:class:`~pytest_dmlbench.paired.statistics.SequentialRule`).
 A metric flagged in that stage is measured again in a second, independent stage and fails the item only
 when that stage flags it too. Single-reading figures (bytes per step, peak memory) are compared directly.
@@ -74,9 +75,9 @@ class BlockPlan:
         rounds = math.ceil(BLOCK_TARGET_S / (step * iterations))
         return cls(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, rounds)), iterations)
 
-    def without_grouping(self) -> BlockPlan:
-        """The same measured time with one call per round (for cases whose body ignores ``iterations``)."""
-        return BlockPlan(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, self.rounds * self.iterations)), 1)
+    def warm_up(self) -> BlockPlan:
+        """B's first block of a case: a few rounds that warm its code paths and tell which metrics it records."""
+        return BlockPlan(min(self.rounds, MIN_BLOCK_ROUNDS), self.iterations)
 
 
 def block_plan(case: CaseResult) -> BlockPlan:
@@ -140,13 +141,17 @@ class PairedGate:
         self.rng = random.Random()
 
     # -- pytest hooks --
+    @pytest.hookimpl(trylast=True)  # after deselection; B starts up while A's ranks start
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if any(self.settings_key in item.stash for item in items):
+            self.ref.start()
+
     @pytest.hookimpl(trylast=True)  # after the main plugin started A's ranks
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.a_cases = {case_key(item.nodeid, Path(item.path), self.launch.repo_root): item.nodeid
                         for item in session.items if self.settings_key in item.stash}
         if not self.a_cases:
             return
-        self.ref.start()
         try:
             hello = self.ref.wait_hello()
         except RefError as exc:
@@ -202,13 +207,10 @@ class PairedGate:
     def _threshold(self, case: CaseResult) -> float:
         return self.settings.threshold_pct if case.threshold_pct is None else case.threshold_pct
 
-    def _ref_block(self, item: pytest.Function, plan: BlockPlan,
-                   elapsed: list[float] | None = None) -> dict[str, Any]:
+    def _ref_block(self, item: pytest.Function, plan: BlockPlan) -> dict[str, Any]:
         timeout = item.stash[self.settings_key].timeout_s + 60.0
         ref_nodeid = self.ref_cases[case_key(item.nodeid, Path(item.path), self.launch.repo_root)]
         answer = self.ref.block(ref_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, timeout)
-        if elapsed is not None:
-            elapsed.append(float(answer.get("elapsed_s", 0.0)))
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: not compared with REF {self.launch.label}: the case "
                               f"{answer['status']} there.\n{answer.get('message', '')}")
@@ -255,10 +257,7 @@ class PairedGate:
             judgement.notes.append("new: not in REF")
             return []
         plan = block_plan(case)
-        elapsed: list[float] = []
-        warm = self._ref_block(item, plan, elapsed)  # B's warm-up: discarded, tells which metrics B records
-        if plan.iterations > 1 and elapsed[0] < BLOCK_TARGET_S / 2:
-            plan = plan.without_grouping()  # the body times its steps with train(), one per round
+        warm = self._ref_block(item, plan.warm_up())  # B's warm-up: discarded, tells which metrics B records
         judgement.plan = plan
         timed = [n for n, m in directed.items() if n not in SINGLE_READING_METRICS and n in warm
                  and len(m.samples) > 1]

@@ -20,7 +20,7 @@ def test_short_calls_are_grouped_into_rounds_of_about_ten_ms() -> None:
     plan = BlockPlan.for_step([0.0005] * 9)
     assert plan.iterations == round(MIN_ROUND_S / 0.0005)
     assert abs(plan.rounds * plan.iterations * 0.0005 - BLOCK_TARGET_S) < 0.02
-    assert plan.without_grouping() == BlockPlan(plan.rounds * plan.iterations, 1)
+    assert plan.warm_up() == BlockPlan(5, plan.iterations)  # B's warm-up: a few rounds, same grouping
     long = BlockPlan.for_step([0.05] * 3)
     assert long.iterations == 1 and long.rounds == 5  # never fewer than 5 rounds
     assert BlockPlan.for_step([], fallback_rounds=30) == BlockPlan(30, 1)

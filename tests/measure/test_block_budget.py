@@ -1,0 +1,49 @@
+"""A paired block's round budget on a rank: timed calls are grouped per round, a training body that steps
+once per round gets as many rounds as grouped calls, so both measure about the same time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from pytest_dmlbench.bench import RankBench
+from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
+
+BUDGET = BlockBudget(rounds=3, warmup=1, iterations=4)
+LOCAL = DistInfo(0, 1, "gloo", "cpu")
+
+
+def test_grouped_calls_and_training_steps_cover_the_same_number_of_calls() -> None:
+    assert BUDGET.plan().rounds == 3
+    assert BUDGET.one_call_per_round().rounds == 12 and BUDGET.one_call_per_round().warmup == 1
+    assert CALIBRATION_BUDGET.rounds >= 5  # enough rounds to read a step time from
+
+
+def test_a_block_sets_the_rounds_of_pedantic_and_of_train() -> None:
+    calls = 0
+
+    def fn() -> None:
+        nonlocal calls
+        calls += 1
+
+    bench = RankBench(LOCAL, BUDGET)
+    bench.pedantic(fn, rounds=50)  # the case's own round count gives way to the block's
+    assert len(bench.metrics["step_time_s"].samples) == 3
+    assert calls == (1 + 3) * 4  # warm-up and measured rounds, four calls each
+
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(inputs: torch.Tensor, targets: torch.Tensor, loss_fn: Callable[..., torch.Tensor]) -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    trained = RankBench(LOCAL, BUDGET)
+    trained.train(step, [(torch.randn(2, 4), torch.randn(2, 1))], global_batch_size=2,
+                  loss_fn=torch.nn.functional.mse_loss, rounds=50)
+    assert len(trained.metrics["step_time_s"].samples) == 12
