@@ -11,7 +11,8 @@ exactly as ``--dmlbench-save`` does (so the newest carries the medians of the ot
 * detection: the slowed run vs the baseline, step-time metric flagged as a regression;
 
 each counted for three rules on the same samples: ours with the baseline saved SAVES times (median beyond
-the threshold AND one-sided Mann-Whitney U p < alpha AND outside the saved runs' prediction interval),
+the threshold AND a one-sided t-test on block medians of rounds p < alpha AND outside the saved runs'
+prediction interval),
 ours with a baseline saved once (the newest of those runs; the first two conditions only), and
 pytest-benchmark's ``--benchmark-compare-fail=median:10%`` (median(current) / median(baseline) - 1 > 10 %).
 

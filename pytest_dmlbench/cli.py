@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--alpha",
         type=_alpha,
         default=DEFAULT_ALPHA,
-        help=f"significance level of the one-sided Mann-Whitney U test (default {DEFAULT_ALPHA})",
+        help=f"significance level of the one-sided block test (default {DEFAULT_ALPHA})",
     )
     compare.add_argument(
         "--fail-on-improvement",

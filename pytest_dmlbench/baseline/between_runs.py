@@ -89,11 +89,13 @@ def between_run_test(
     move = current - statistics.fmean(values)
     if alternative == "less":
         move = -move
-    p_value = _prediction_p(move, spread * math.sqrt(1.0 + 1.0 / runs), runs - 1)
+    p_value = one_sided_t_p(move, spread * math.sqrt(1.0 + 1.0 / runs), runs - 1)
     return BetweenRunTest(runs, p_value, 100.0 * (math.exp(spread) - 1.0) if log_scale else None, spread)
 
 
-def _prediction_p(move: float, scale: float, df: int) -> float:
+def one_sided_t_p(move: float, scale: float, df: int) -> float:
+    """P(T > move / scale) for Student's t with ``df`` degrees of freedom; with zero ``scale``, 0 for a move
+    the tested way, 0.5 for none, 1 for a move the other way."""
     if scale > 0.0:
         return student_t_sf(move / scale, df)
     return 0.0 if move > 0 else (0.5 if move == 0 else 1.0)

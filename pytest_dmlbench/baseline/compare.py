@@ -1,8 +1,9 @@
 """The verdict rule: a metric regresses only when the change is both large and significant.
 
 For a metric whose better direction is known, a **regression** needs the median to move the bad way by
-more than the threshold percent AND a one-sided Mann-Whitney U test on the raw samples to give p < alpha
-AND, when the baseline was saved at least three times, the current median to lie outside the run-to-run
+more than the threshold percent AND a one-sided t-test on the block medians of the two runs' rounds
+(:mod:`~pytest_dmlbench.baseline.block_test`; rounds are autocorrelated, blocks count as samples) to give
+p < alpha AND, when the baseline was saved at least three times, the current median to lie outside the run-to-run
 spread of those saves (a one-sided prediction test, p < alpha; see ``between_runs``). The last condition
 is what keeps a noisy shared machine from crying wolf: the first two only see noise within one run.
 An **improvement** is the mirror image; anything else is **unchanged**; a metric or case without a
@@ -17,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.baseline.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
+from pytest_dmlbench.baseline.block_test import Alternative, BlockTest, block_test
 from pytest_dmlbench.baseline.detectable import describe_detectable
-from pytest_dmlbench.baseline.mannwhitney import Alternative, MannWhitneyResult, mann_whitney_u
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.results import CHANGE_KINDS, CaseResult, MetricResult, RunResults, Verdict, VerdictKind
@@ -66,28 +67,14 @@ def _bad_change_pct(ratio: float, better: str) -> float:
     return (ratio - 1.0) * 100.0 if better == "lower" else (1.0 - ratio) * 100.0
 
 
-def _test_description(test: MannWhitneyResult, alpha: float) -> str:
-    relation = "<" if test.p_value < alpha else ">="
-    text = (
-        f"one-sided Mann-Whitney U p={test.p_value:.3g} {relation} alpha {alpha:g} "
-        f"({test.method}; {test.n2} baseline vs {test.n1} current samples)"
-    )
-    if test.min_attainable_p >= alpha:
-        text += (
-            f"; with {test.n2} baseline and {test.n1} current samples no test can reach p < {alpha:g} "
-            f"(smallest attainable p={test.min_attainable_p:.3g}): record more rounds"
-        )
-    return text
-
-
 # Figures read once per case rather than timed per round (a peak, a byte count): one reading each side can
-# never be significant, so when no test can reach alpha they are judged by the threshold alone.
+# never be tested, so they are judged by the threshold alone (and the saved runs, when there are three).
 SINGLE_READING_METRICS = frozenset({"peak_rss_mb", "peak_cuda_mb", "comm_bytes_per_step"})
 
 
-def _decided(name: str, test: MannWhitneyResult, alpha: float) -> bool:
+def _decided(name: str, test: BlockTest, alpha: float) -> bool:
     """Whether a move beyond the threshold counts: significant, or a single-reading figure no test can judge."""
-    return test.p_value < alpha or (name in SINGLE_READING_METRICS and test.min_attainable_p >= alpha)
+    return test.p_value < alpha or (name in SINGLE_READING_METRICS and not test.testable)
 
 
 def compare_metric(
@@ -142,7 +129,7 @@ def compare_metric(
     worse: Alternative = "greater" if better == "lower" else "less"
     better_way: Alternative = "less" if worse == "greater" else "greater"
     direction = better_way if -bad_pct > threshold_pct else worse
-    test = mann_whitney_u(cur, base, direction)
+    test = block_test(cur, base, direction)
     run_medians = [*baseline.history, base_median]
     runs_test = between_run_test(run_medians, cur_median, direction)
     kind: VerdictKind = "unchanged"
@@ -155,10 +142,11 @@ def compare_metric(
         f"(ratio {ratio:.3f}, {'+' if bad_pct >= 0 else '-'}{abs(bad_pct):.1f}% "
         f"{'worse' if bad_pct >= 0 else 'better'}; threshold {threshold_pct:g}%)"
     )
-    evidence = f"{medians}, {_test_description(test, alpha)}{dropped}"
-    if current.name in SINGLE_READING_METRICS and test.min_attainable_p >= alpha:
+    if current.name in SINGLE_READING_METRICS and not test.testable:
         deciders = "the threshold alone decides" if runs_test is None else "the threshold and the saved runs decide"
-        evidence += f"; {current.name} is read once per run, so {deciders}"
+        evidence = f"{medians}{dropped}; {current.name} is read once per run, so {deciders}"
+    else:
+        evidence = f"{medians}, {test.describe(alpha)}{dropped}"
     evidence += _runs_description(runs_test, len(run_medians), alpha)
     if current.name not in SINGLE_READING_METRICS:
         spread = runs_test.spread if runs_test is not None and runs_test.spread_pct is not None else None

@@ -11,40 +11,20 @@ differ by more than blocks inside one run on a shared machine). Pure functions, 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 
+from pytest_dmlbench.baseline.block_test import block_samples
 from pytest_dmlbench.paired.statistics import POWER, student_t_quantile
-from pytest_dmlbench.stats import median
-
-MIN_BLOCK_ROUNDS = 5
-TARGET_BLOCKS = 8
-
-
-def block_medians(samples: Sequence[float]) -> list[float]:
-    """Medians of contiguous blocks of rounds (about :data:`TARGET_BLOCKS` blocks of at least
-    :data:`MIN_BLOCK_ROUNDS` rounds; a short tail joins the last block); NaN rounds dropped."""
-    kept = [s for s in samples if not math.isnan(s)]
-    size = max(MIN_BLOCK_ROUNDS, len(kept) // TARGET_BLOCKS)
-    count = len(kept) // size
-    if count == 0:
-        return []
-    blocks = [kept[i * size:(i + 1) * size] for i in range(count - 1)] + [kept[(count - 1) * size:]]
-    return [median(b) for b in blocks]
 
 
 def detectable_within_run_pct(baseline: Sequence[float], current: Sequence[float], alpha: float) -> float | None:
     """The smallest change (percent) the blocks of these two runs could reveal; None when either run has
     fewer than two blocks or a non-positive block median (no log scale)."""
-    base, cur = block_medians(baseline), block_medians(current)
-    if len(base) < 2 or len(cur) < 2 or min(base + cur) <= 0 or not all(map(math.isfinite, base + cur)):
+    blocks = block_samples(baseline, current)
+    if blocks is None or not blocks.log_scale:
         return None
-    logs_b, logs_c = [math.log(v) for v in base], [math.log(v) for v in cur]
-    df = len(base) + len(cur) - 2
-    pooled = math.sqrt(((len(base) - 1) * statistics.variance(logs_b) + (len(cur) - 1) * statistics.variance(logs_c))
-                       / df)
-    t_sum = student_t_quantile(1.0 - alpha, df) + student_t_quantile(POWER, df)
-    return 100.0 * (math.exp(t_sum * pooled * math.sqrt(1.0 / len(base) + 1.0 / len(cur))) - 1.0)
+    t_sum = student_t_quantile(1.0 - alpha, blocks.df) + student_t_quantile(POWER, blocks.df)
+    return 100.0 * (math.exp(t_sum * blocks.scale) - 1.0)
 
 
 def detectable_between_runs_pct(log_spread: float, runs: int, alpha: float) -> float:

@@ -7,11 +7,11 @@ import random
 
 from pytest_dmlbench.baseline.compare import compare_metric
 from pytest_dmlbench.baseline.detectable import (
-    block_medians,
     describe_detectable,
     detectable_between_runs_pct,
     detectable_within_run_pct,
 )
+from pytest_dmlbench.baseline.round_blocks import block_medians
 from pytest_dmlbench.results import MetricResult
 
 

@@ -73,7 +73,7 @@ def test_injected_slowdown_fails_the_item_and_junit_records_it(project: Path) ->
     assert slow.returncode == 1, slow.output
     slow.lines.fnmatch_lines([
         "*step_time_s regressed: median * ms -> * ms (ratio ?.*, +*% worse; threshold 50%), one-sided "
-        "Mann-Whitney U p=* < alpha 0.01*",
+        "t-test on log block medians p=* < alpha 0.01 (3 baseline vs 3 current blocks of rounds*",
         "*refresh the baseline: pytest --dmlbench ?test_bench.py::test_step?a?? --dmlbench-save*",
         "*2 failed*",
     ])
