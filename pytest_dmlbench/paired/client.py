@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from pytest_dmlbench.paired.protocol import (
 from pytest_dmlbench.paired.worktree import RefError
 
 HELLO_TIMEOUT_S = 600.0  # REF's collection plus its rank start-up, on a loaded machine
+PROCESS_END_WAIT_S = 1.0  # after a broken channel: how long B's process may take to be seen ended
 LOG_TAIL_CHARS = 4000
 
 
@@ -99,8 +101,24 @@ class RefProcess:
     def _failure(self, problem: str) -> RefError:
         log = self.log_tail()
         hint = too_old_hint(self.launch.worktree)
-        what = f"REF {self.launch.label} could not serve blocks: {hint or problem}"
+        what = f"REF {self.launch.label} could not serve blocks: {hint or self._ended() or problem}"
         return RefError(f"{what}\nREF's pytest output ({self.launch.log_path}), last part:\n{log.rstrip()}")
+
+    def _ended(self) -> str | None:
+        """How B's process ended, when it has (a kill, a crash, an exit), else None."""
+        if self.process is None:
+            return None
+        try:
+            code = self.process.wait(PROCESS_END_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return None
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"its pytest process was killed by {name}"
+        return f"its pytest process exited with code {code}"
 
     def wait_hello(self, timeout_s: float = HELLO_TIMEOUT_S) -> dict[str, Any]:
         """B's announcement; RefError (with B's output) when B cannot take part."""
@@ -110,11 +128,13 @@ class RefProcess:
         try:
             message = self.channel.receive(timeout_s)
         except ProtocolError as exc:
+            error = self._failure(str(exc))
             self.kill()
-            raise self._failure(str(exc)) from None
+            raise error from None
         if message["type"] == "error":
+            error = self._failure(str(message.get("message")))
             self.kill()
-            raise self._failure(str(message.get("message")))
+            raise error
         if message["type"] != "hello" or message.get("protocol") != PROTOCOL_VERSION:
             self.kill()
             raise RefError(
@@ -135,11 +155,13 @@ class RefProcess:
                                "iterations": iterations})
             message = self.channel.receive(timeout_s)
         except (ProtocolError, OSError) as exc:
+            error = self._failure(str(exc))
             self.kill()
-            raise self._failure(str(exc)) from None
+            raise error from None
         if message["type"] != "result" or message.get("nodeid") != nodeid:
+            error = self._failure(f"unexpected answer {str(message)[:300]}")
             self.kill()
-            raise self._failure(f"unexpected answer {str(message)[:300]}")
+            raise error
         return message
 
     def close(self, timeout_s: float = 30.0) -> None:

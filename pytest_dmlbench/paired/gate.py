@@ -184,14 +184,16 @@ class PairedGate:
         judgement = CaseJudgement(item.nodeid)
         self.judgements.append(judgement)
         begin = time.monotonic()
+        problem = None  # failed outside the handlers below, so that no exception chain is shown
+        failing: list[Verdict] = []
         try:
             failing = self._judge(item, case, judgement)
         except BlockFailed as exc:
             judgement.notes.append(str(exc).splitlines()[0])
-            pytest.fail(str(exc), pytrace=False)
+            problem = str(exc)
         except RefError as exc:
             judgement.notes.append("REF stopped serving blocks")
-            pytest.fail(str(exc), pytrace=False)
+            problem = str(exc)
         finally:
             judgement.seconds = time.monotonic() - begin
             case.verdicts = judgement.verdicts
@@ -201,6 +203,8 @@ class PairedGate:
                 "block_iterations": plan.iterations,
                 "pairs_per_stage": judgement.stages, "notes": judgement.notes, "seconds": judgement.seconds,
             }
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
         if failing:
             pytest.fail("\n\n".join(v.message for v in failing), pytrace=False)
 

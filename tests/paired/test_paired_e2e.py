@@ -146,7 +146,7 @@ def test_bad_input_is_a_usage_error(project: Path, args: tuple[str, ...], expect
     run = run_pytest(project, "--dmlbench", *args)
     assert run.returncode == 4, run.output
     run.lines.fnmatch_lines([f"ERROR: {expected}"])
-    assert "Traceback" not in run.output
+    assert "Traceback" not in run.output and "During handling" not in run.output
 
 
 def test_not_a_git_repository_is_a_usage_error(tmp_path: Path) -> None:
@@ -195,3 +195,47 @@ def test_ref_holding_the_plugin_serves_with_its_own_copy(tmp_path: Path) -> None
         f"{pytest_dmlbench.__version__} from */.git/dmlbench-worktrees/{commit}/pytest_dmlbench/__init__.py",
         "test_x.py::test_x: step_time_s unchanged*",
     ])
+
+
+REF_DIES_CONFTEST = """
+    import os
+    import signal
+    import threading
+
+    import pytest
+
+    @pytest.fixture
+    def ref_dies():
+        if os.environ.get("DMLBENCH_PAIRED_FDS"):  # set only in the pytest process serving REF's blocks
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
+"""
+REF_DIES_CASES = """
+    import time
+    import pytest
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_first(dist, dmlbench, ref_dies):
+        dmlbench(time.sleep, 0.01)
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_second(dist, dmlbench):
+        dmlbench(time.sleep, 0.01)
+"""
+
+
+def test_ref_killed_mid_run_fails_the_cases_it_leaves_with_its_output(tmp_path: Path) -> None:
+    """B's pytest process is killed (SIGKILL) while it serves the first case's blocks."""
+    repo = make_repo(tmp_path / "repo", **{"conftest.py": REF_DIES_CONFTEST, "test_x.py": REF_DIES_CASES,
+                                          "pytest.ini": "[pytest]\n"})
+    before = user_state(repo)
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600)
+    assert run.returncode == 1, run.output
+    assert user_state(repo) == before
+    run.lines.fnmatch_lines([
+        "*REF HEAD (*) could not serve blocks: its pytest process was killed by SIGKILL",
+        "REF's pytest output (*), last part:*",
+    ])
+    run.lines.fnmatch_lines(["*REF HEAD (*) stopped serving earlier in this run (see the first case that reported "
+                             "it); its pytest output is in *"])
+    run.lines.fnmatch_lines(["FAILED test_x.py::test_first*", "FAILED test_x.py::test_second*", "*2 failed*"])
+    assert "Traceback" not in run.output and "During handling" not in run.output
