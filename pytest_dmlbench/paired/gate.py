@@ -39,7 +39,7 @@ from pytest_dmlbench.paired.worktree import RefError, Worktree
 from pytest_dmlbench.results import CaseResult, Verdict
 from pytest_dmlbench.units import format_quantity
 
-BLOCK_TARGET_S = 0.25  # measured time one block aims at
+BLOCK_TARGET_S = 0.2  # measured time one block aims at; short blocks keep the two blocks of a pair close in time
 MIN_ROUND_S = 0.01  # shorter calls are grouped into rounds of about this length
 MIN_BLOCK_ROUNDS = 5
 MAX_BLOCK_ROUNDS = 5000
