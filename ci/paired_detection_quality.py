@@ -17,6 +17,7 @@ see what a user of them would measure, the default measurement of each case.
 
     python ci/paired_detection_quality.py                         # 2 x 2 x 10 sessions of 10 cases
     python ci/paired_detection_quality.py --sessions 2 --cases 8  # quicker, coarser
+    python ci/paired_detection_quality.py --summarize paired_detection_quality.json  # a saved (or stopped) run
 
 Prints a table and writes ``--out`` (JSON, per item: verdicts, block pairs used, time).
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -102,6 +104,12 @@ def pytest_run(repo: Path, args: list[str]) -> tuple[float, int, str]:
     return time.monotonic() - begin, done.returncode, done.stdout + done.stderr
 
 
+def per_pair_noise(message: str) -> float | None:
+    """The per-pair noise (sd of the log ratio, %) a paired verdict states for its deciding stage."""
+    found = re.search(r"per-pair noise ([0-9.]+)%", message)
+    return float(found.group(1)) if found else None
+
+
 def stored_verdicts(baseline: RunResults, results: RunResults, threshold: float) -> dict[str, dict[str, bool]]:
     """Per case: did the stored-baseline rule / median:10% flag step_time_s as a regression?"""
     by_id = {c.nodeid: c for c in baseline.cases}
@@ -124,7 +132,14 @@ def main() -> None:
     parser.add_argument("--slowdown", type=float, default=0.15)
     parser.add_argument("--threshold", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=Path("paired_detection_quality.json").resolve())
+    parser.add_argument("--summarize", type=Path, metavar="JSON",
+                        help="only print the summary of a JSON this script wrote (a stopped run's too)")
     args = parser.parse_args()
+    if args.summarize is not None:
+        saved = json.loads(args.summarize.read_text())
+        for ws, figures in saved["world_sizes"].items():
+            print_summary(int(ws), figures["sessions"], figures["items"], figures["stored_items"])
+        return
     report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "world_sizes": {}}
     with tempfile.TemporaryDirectory(prefix="dmlbench-pdq-") as tmp:
         repo = Path(tmp) / "repo"
@@ -160,6 +175,7 @@ def main() -> None:
                             "paired_step": kinds.get("step_time_s"), "ratio": step.ratio if step else None,
                             "pairs": sum(paired.get("pairs_per_stage", [])),
                             "stages": len(paired.get("pairs_per_stage", [])), "seconds": paired.get("seconds"),
+                            "noise_pct": per_pair_noise(step.message) if step else None,
                         })
                     plain_json = Path(tmp) / f"plain-{way}-{ws}-{index}.json"
                     plain_s, rc, out = pytest_run(repo, [*common, "--dmlbench-json", str(plain_json)])
@@ -200,6 +216,10 @@ def print_summary(ws: int, sessions: list[dict[str, Any]], items: list[dict[str,
         paired = [s["wall_s"] for s in sessions if s["way"] == way and s["paired"]]
         plain = [s["wall_s"] for s in sessions if s["way"] == way and not s["paired"]]
         side_by_side = [p / q for p, q in zip(paired, plain, strict=False)]
+        noise = [i["noise_pct"] for i in group if i.get("noise_pct") is not None]
+        if noise:
+            print(f"{way}: per-pair noise (sd of the log ratio) median {statistics.median(noise):.1f} %, "
+                  f"quartiles {[round(q, 1) for q in statistics.quantiles(noise, n=4)] if len(noise) > 1 else noise}")
         if pairs:
             quart = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [pairs[0]] * 3
             print(f"{way}: block pairs per item min {pairs[0]}, quartiles {quart}, max {pairs[-1]}; "
