@@ -146,7 +146,8 @@ def pytest_configure(config: pytest.Config) -> None:
     engine = _engine_for(settings, facts)
     config.stash[ENGINE_KEY] = engine
     run = {**facts.to_dict(settings.world_size, settings.threshold_pct), **commit_fact(config.rootpath)}
-    config.stash[GATE_KEY] = BaselineGate(settings, run)
+    if settings.against is None:  # else the paired gate gives the verdicts; stored baselines stay unread
+        config.stash[GATE_KEY] = BaselineGate(settings, run)
     config.stash[BUILDER_KEY] = CaseResultBuilder()
     if engine.reports:
         config.pluginmanager.register(ResultsReporter(config, settings, run), "dmlbench-results")
@@ -328,17 +329,18 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """After the body ran (on the ranks or here), the gate saves or compares the case's figures."""
     outcome = yield
-    gate = item.config.stash.get(GATE_KEY, None)
-    if gate is None or not isinstance(item, pytest.Function):
+    builder = item.config.stash.get(BUILDER_KEY, None)
+    if builder is None or not isinstance(item, pytest.Function):
         return outcome
     result = item.stash.get(RESULT_KEY, None)
     local = item.stash.get(LOCAL_METRICS_KEY, None)
     if result is None and local is not None:
         world_size, backend, threshold = getattr(item, "dmlbench_local_run", (1, "local", None))
-        result = item.config.stash[BUILDER_KEY].from_local(_facts(item, world_size, backend, threshold), local)
+        result = builder.from_local(_facts(item, world_size, backend, threshold), local)
         if result is not None:
             item.stash[RESULT_KEY] = result
-    if result is not None and item.config.stash[CONFIG_KEY].against is None:  # else the paired gate judges
+    gate = item.config.stash.get(GATE_KEY, None)  # none under --dmlbench-against: the paired gate judges
+    if result is not None and gate is not None:
         failure = gate.judge(result)
         if failure is not None:
             pytest.fail(failure, pytrace=False)

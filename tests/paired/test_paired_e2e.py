@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -80,7 +81,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     before = user_state(project)
     junit = project.parent / "junit.xml"
-    run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "--junitxml", str(junit), timeout=900)
+    results_json = project.parent / "results.json"
+    run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "--junitxml", str(junit),
+                     "--dmlbench-json", str(results_json), timeout=900)
     assert run.returncode == 1, run.output
     assert user_state(project) == before  # REF ran from its own worktree; nothing of the user's changed
     run.lines.fnmatch_lines([
@@ -108,6 +111,10 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     assert failed == {"test_slowed", "test_bytes"}
     failure = results["test_slowed"].find("failure")
     assert failure is not None and "step_time_s regressed against REF" in failure.get("message", "")
+    # a passing case keeps its paired verdicts in the results JSON (no stored-baseline pass replaces them)
+    saved = {case["nodeid"].split("::")[-1]: case for case in json.loads(results_json.read_text())["cases"]}
+    same = {v["metric"]: v for v in saved["test_same"]["verdicts"]}
+    assert same["step_time_s"]["kind"] == "unchanged" and "against REF HEAD" in same["step_time_s"]["message"]
 
 
 def test_negative_control_the_same_change_passes_under_a_threshold_it_does_not_reach(project: Path) -> None:
