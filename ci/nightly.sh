@@ -11,6 +11,9 @@
 #                       (DMLBENCH_LAST_GREEN, looked up by the workflow), else the stored baselines' commit
 #                       (`baseline`) when they record one, else the parent commit (HEAD~1).
 #   DMLBENCH_THRESHOLD  percent, default 10; DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
+#   DMLBENCH_FAIL_ON_INCONCLUSIVE  1 (default) fails a case with a figure no test could judge; 0 reports it.
+# Accepting an intended slowdown: a commit after REF whose message has a line "Dmlbench-Accept: <why>" moves
+# REF to that commit, so the night judges only what came after the accepted change.
 set -euo pipefail
 results="${1:-results.json}"
 junit="${2:-junit.xml}"
@@ -19,20 +22,10 @@ extra=()
 if [[ "${DMLBENCH_FAIL_ON_IMPROVEMENT:-0}" == "1" ]]; then
   extra+=(--dmlbench-fail-on-improvement)
 fi
-against="${DMLBENCH_AGAINST:-}"
-if [[ -z "$against" && -n "${DMLBENCH_LAST_GREEN:-}" ]]; then
-  against="$DMLBENCH_LAST_GREEN"
+if [[ "${DMLBENCH_FAIL_ON_INCONCLUSIVE:-1}" == "1" ]]; then
+  extra+=(--dmlbench-fail-on-inconclusive)
 fi
-if [[ -z "$against" ]] && grep -rqs '"commit"' baselines/; then
-  against="baseline"
-fi
-if [[ -z "$against" ]]; then
-  against="HEAD~1"
-fi
-if [[ "$against" != "baseline" ]] && [[ "$(git rev-parse --verify --quiet "${against}^{commit}")" == "$(git rev-parse HEAD)" ]]; then
-  echo "REF $against is this very commit: nothing changed since it, comparing with the parent commit"
-  against="HEAD~1"
-fi
+against="$(bash "$(dirname "$0")/nightly_ref.sh")"
 echo "dmlbench: gating against $against"
 set -x
 mkdir -p "$report"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records the baselines of this machine class: runs the cases SAVES times in a row with --dmlbench-save
-# (no comparison). Each save writes baselines/<machine-key>/ atomically, one file per case, and carries
+# (no comparison). Each save writes baselines/<machine-key>/<identity>/ (e.g. ws4-gloo-fork-persistent:
+# world size, backend, launcher, isolation) atomically, one file per case, and carries
 # the run history forward, so the baseline also knows how much whole runs differ on this machine; with
 # three or more saves a regression must lie outside that run-to-run spread. Each file records the commit
 # it was measured at (run.commit), which `--dmlbench-against baseline` re-measures.

@@ -100,9 +100,12 @@ class RankBench:
     def collective(self, op: str, nbytes: int, *, iters: int = 20, warmup: int = 5, rounds: int = 10,
                    check: bool = True) -> Any:
         """nccl-tests style: time ``iters`` back-to-back ``op`` calls per round; records time per op,
-        ``algbw_gbps`` and ``busbw_gbps``; correctness is checked in separate untimed calls."""
+        ``algbw_gbps`` and ``busbw_gbps``; correctness is checked in separate untimed calls. In a block of the
+        paired gate the block's rounds and warm-up replace ``rounds`` and ``warmup``."""
         from pytest_dmlbench.measure.collective_bench import bench_collective
 
+        if self.block is not None:
+            rounds, warmup = self.block.rounds, self.block.warmup
         result = bench_collective(op, nbytes, iters=iters, warmup=warmup, rounds=rounds,
                                   device=self.dist.device, check=check)
         self.metrics.update(result.metrics())

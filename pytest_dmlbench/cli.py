@@ -10,79 +10,118 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from pytest_dmlbench.baseline.compare import (
-    DEFAULT_ALPHA,
-    CompareSettings,
-    compare_run,
-    failing_verdicts,
-)
+from pytest_dmlbench.baseline.compare import DEFAULT_ALPHA, CompareSettings, compare_case
 from pytest_dmlbench.baseline.fingerprint import machine_key
+from pytest_dmlbench.baseline.identity import refresh_template
 from pytest_dmlbench.baseline.jsonio import read_results
-from pytest_dmlbench.baseline.store import baseline_files, load_folder
+from pytest_dmlbench.baseline.store import (
+    baseline_files,
+    baselines_root,
+    identity_folders,
+    layout_folders,
+    load_folder,
+    load_matching,
+    old_layout_note,
+    older_schema_fix,
+    recorded_identity,
+)
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
+from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.plots import command as plot_command
 from pytest_dmlbench.report import terminal_table, write_results
 from pytest_dmlbench.results import RunResults
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
-FILE_HINT = "Pass a results file written by --dmlbench-json, a baseline file, or a baseline folder."
+FILE_HINT = ("Pass a results file written by --dmlbench-json, a baseline file, or a baseline folder (a baselines "
+             "root, <root>/<machine-key>, or <root>/<machine-key>/<identity>).")
 
 
 def _read_file(path: Path) -> RunResults:
-    return read_results(path, FILE_HINT)
+    return read_results(path, FILE_HINT, older_schema_fix)
 
 
-def _machine_folders(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if p.is_dir() and baseline_files(p))
+def _note_old_layout(machine_folder: Path) -> None:
+    """Say on stderr that a folder walked for baselines holds files of the older layout (never read here)."""
+    note = old_layout_note(machine_folder)
+    if note is not None:
+        first = baseline_files(machine_folder)[0]
+        print(f"note: {note} and not read here; `python -m pytest_dmlbench show {first}` gives the command that "
+              "re-saves its case.", file=sys.stderr)
 
 
 def load_any(path: Path) -> list[tuple[str, RunResults]]:
-    """Read a results/baseline file, a machine folder, or a baselines root (one entry per machine folder)."""
+    """Read a results/baseline file, an identity folder, a machine folder or a baselines root (one entry per
+    identity folder: ``<root>/<machine-key>/<identity>/``)."""
     if path.is_file():
         return [(str(path), _read_file(path))]
     if not path.is_dir():
         raise DmlbenchError(f"{path}: no such file or folder.\n{FILE_HINT}")
-    if baseline_files(path):
+    if baseline_files(path) and not identity_folders(path):  # an identity folder, or one of the older layout
         return [(str(path), load_folder(path))]
-    folders = _machine_folders(path)
+    folders, old = layout_folders(path)
     if not folders:
+        if old:
+            load_folder(old[0])  # raises the error of a file of the older layout, naming the file and the fix
         raise DmlbenchError(
             f"{path}: holds no baseline files (*.json) nor machine folders with any.\n{FILE_HINT}"
         )
+    for machine in old:
+        _note_old_layout(machine)
     return [(str(folder), load_folder(folder)) for folder in folders]
 
 
-def load_baseline_for(path: Path, current: RunResults) -> tuple[str, RunResults]:
-    """The baseline to compare ``current`` with; a baselines root resolves to the folders of the results'
-    machine, one per backend its cases used (the backend is part of the machine key)."""
-    if path.is_file() or baseline_files(path) or not path.is_dir():
+def load_baseline_for(path: Path, current: RunResults, source: Path) -> tuple[str, RunResults]:
+    """The baseline to compare ``current`` (read from ``source``) with. A machine folder or a baselines root
+    resolves, for each case, to the identity folder of its world size, backend, launcher and isolation, in the
+    given machine folder or in the results' machine folder of the case's backend (part of the machine key)."""
+    if path.is_file() or not path.is_dir() or (baseline_files(path) and not identity_folders(path)):
         [(label, baseline)] = load_any(path)
         return label, baseline
-    backends = sorted({case.backend for case in current.cases} or {str(current.machine.get("backend"))})
-    keys = [machine_key({**current.machine, "backend": backend}) for backend in backends]
-    found = [key for key in keys if baseline_files(path / key)]
-    if not found:
-        names = ", ".join(f.name for f in _machine_folders(path)) or "nothing"
-        raise DmlbenchError(
-            f"{path}: no baseline for this machine (key {', '.join(keys)}); it has: {names}.\n"
-            "Pass one of these folders explicitly to compare across machines, or save baselines on this "
-            "machine with `pytest --dmlbench --dmlbench-save`."
-        )
-    merged = load_folder(path / found[0])
-    for key in found[1:]:
-        merged.cases.extend(load_folder(path / key).cases)
-    return ", ".join(str(path / key) for key in found), merged
+    given = bool(identity_folders(path))  # a machine folder, compared with whatever machine ran the results
+
+    def machine_folder(backend: str) -> Path:
+        return path if given else path / machine_key({**current.machine, "backend": backend})
+
+    for machine in sorted({machine_folder(case.backend) for case in current.cases}):
+        _note_old_layout(machine)
+    found, merged = load_matching(current, machine_folder, source)
+    if found:
+        return ", ".join(str(folder) for folder in found), merged
+    wanted = sorted({f"{machine_folder(c.backend).name}/{recorded_identity(c, current.run, source).key}"
+                     for c in current.cases})
+    folders, old = layout_folders(path)
+    held = [f"{f.parent.name}/{f.name}" for f in folders] + [f"{m.name} (older layout, schema 1)" for m in old]
+    raise DmlbenchError(
+        f"{path}: no baseline for these results (looked for {', '.join(wanted) or 'nothing: no cases'}); "
+        f"it has: {', '.join(held) or 'nothing'}.\n"
+        "Pass one of these folders explicitly to compare across machines or identities, or save baselines with "
+        "the options the results were measured with (`pytest --dmlbench --world-size N ... --dmlbench-save`)."
+    )
+
+
+def compare_with_refresh(baseline: RunResults, current: RunResults, settings: CompareSettings, root: Path | None,
+                         source: Path) -> RunResults:
+    """``compare_run`` whose verdicts give each case's own refresh command (its world size, backend, launcher
+    and isolation, and the baselines root when it is not the default)."""
+    by_nodeid = {case.nodeid: case for case in baseline.cases}
+    compared = RunResults.from_dict(current.to_dict())
+    for case in compared.cases:
+        template = refresh_template(recorded_identity(case, current.run, source), root)
+        case.verdicts = compare_case(by_nodeid.get(case.nodeid), case, replace(settings, refresh_command=template))
+    return compared
 
 
 def _compare(args: argparse.Namespace) -> int:
     settings = CompareSettings(threshold_pct=args.threshold, alpha=args.alpha)
     current = _read_file(Path(args.results))
-    label, baseline = load_baseline_for(Path(args.baseline), current)
-    compared = compare_run(baseline, current, settings)
+    label, baseline = load_baseline_for(Path(args.baseline), current, Path(args.results))
+    compared = compare_with_refresh(baseline, current, settings, baselines_root(Path(args.baseline)),
+                                    Path(args.results))
     print(f"baseline: {label}\nresults:  {args.results}")
     print(terminal_table(compared, verbose=args.verbose))
     failing = [

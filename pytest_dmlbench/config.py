@@ -21,6 +21,7 @@ LAUNCHERS = ("fork", "ray")
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
+DEFAULT_PAIR_BUDGET_S = 60.0
 
 
 def parse_world_size(value: Any, source: str = "--world-size") -> int:
@@ -105,6 +106,8 @@ class DmlbenchConfig:
     against: str | None = None  # --dmlbench-against REF: the paired gate (stored baselines not compared)
     launcher: str = "fork"  # or "ray": rank processes are Ray actors (world/ray_engine.py)
     ray_spread: bool = False  # Ray launcher: spread a world's ranks across nodes
+    fail_on_inconclusive: bool = False  # an item with a figure no test could judge fails
+    pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     isolation = _value(config, "dmlbench_isolation")
     against = _value(config, "dmlbench_against")
     launcher = _value(config, "dmlbench_launcher")
+    budget = _value(config, "dmlbench_pair_budget")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -193,4 +197,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         isolation="persistent" if isolation is None else parse_isolation(isolation),
         launcher="fork" if launcher is None else parse_launcher(launcher),
         ray_spread=bool(_value(config, "dmlbench_ray_spread")),
+        fail_on_inconclusive=bool(_value(config, "dmlbench_fail_on_inconclusive")),
+        pair_budget_s=(DEFAULT_PAIR_BUDGET_S if budget is None
+                       else parse_positive_seconds(budget, "--dmlbench-pair-budget")),
     )

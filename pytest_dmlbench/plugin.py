@@ -1,9 +1,11 @@
 """pytest entry point: options, marker, fixtures, and hooks that hand dmlbench cases to the engine.
 
-One engine per process runs the cases (forked worlds, or this process's rank under an external
-launcher); it is chosen once in ``pytest_configure`` and no hook branches on the mode. Figures become a
-case result in ``case_results``, which the baseline gate saves or compares. Imports no torch at module
-level; heavy work starts only when ``--dmlbench`` is given.
+One engine per process runs the cases (forked worlds, Ray actors, or this process's rank under an external
+launcher) and one gate judges them (stored baselines, or REF re-measured beside the working tree); both
+are chosen once in ``pytest_configure``. Figures become a case result in ``case_results``; every item that
+recorded figures, dmlbench cases and in-process figures alike, is judged at one point
+(``pytest_runtest_call``), where the plugin assigns the gate's verdicts. Imports no torch at module level;
+heavy work starts only when ``--dmlbench`` is given.
 """
 
 from __future__ import annotations
@@ -19,33 +21,44 @@ import pytest
 from pytest_dmlbench.baseline.commit import commit_fact
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import (
+    DEFAULT_PAIR_BUDGET_S,
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WORLD_SIZE,
     SCALING_ARG,
-    CaseSettings,
     DmlbenchConfig,
     build_config,
     case_settings,
     scaling_world_sizes,
 )
 from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
-from pytest_dmlbench.gate import BaselineGate
-from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET
+from pytest_dmlbench.gates.choose import choose_gate
+from pytest_dmlbench.gates.gate import BlockResult, JudgedItem
+from pytest_dmlbench.gates.wording import failing_verdicts, failure_text
+from pytest_dmlbench.item_case import (
+    callspec_params,
+    collected_case,
+    prepared_case,
+    records_in_process,
+    run_block,
+    run_in_process_block,
+)
+from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results_reporter import REPORT_ATTR, ResultsReporter
 from pytest_dmlbench.run_facts import RunFacts
+from pytest_dmlbench.stash_keys import (
+    BACKEND_KEY,
+    BUILDER_KEY,
+    CONFIG_KEY,
+    ENGINE_KEY,
+    FACTS_KEY,
+    GATE_KEY,
+    LOCAL_METRICS_KEY,
+    RESULT_KEY,
+    SETTINGS_KEY,
+)
 from pytest_dmlbench.world.engine import Engine
-
-CONFIG_KEY = pytest.StashKey[DmlbenchConfig]()
-FACTS_KEY = pytest.StashKey[RunFacts]()
-ENGINE_KEY = pytest.StashKey[Engine]()
-GATE_KEY = pytest.StashKey[BaselineGate]()
-BUILDER_KEY = pytest.StashKey[CaseResultBuilder]()
-SETTINGS_KEY = pytest.StashKey[CaseSettings]()
-BACKEND_KEY = pytest.StashKey[str]()
-RESULT_KEY = pytest.StashKey[CaseResult]()
-LOCAL_METRICS_KEY = pytest.StashKey[LocalMetrics]()
 
 SKIP_REASON = "distributed case: run with --dmlbench"
 MARKER_DOC = (
@@ -74,6 +87,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-against", "dmlbench_against", {"metavar": "REF"},
      "re-measure REF (a git ref or commit, or 'baseline': the commit the stored baselines were recorded at) "
      "beside the working tree, interleaved in blocks, and judge each case on the paired figures"),
+    ("--dmlbench-pair-budget", "dmlbench_pair_budget", {"metavar": "S"},
+     f"with --dmlbench-against: seconds of block pairs per case before what is still unclear is called "
+     f"inconclusive (default {DEFAULT_PAIR_BUDGET_S:g})"),
 ]
 _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench", "dmlbench", "run the distributed cases (without it they are skipped)"),
@@ -83,6 +99,9 @@ _FLAGS: list[tuple[str, str, str]] = [
      "with --dmlbench-launcher ray: place a world's ranks on different nodes (SPREAD) instead of packing them"),
     ("--dmlbench-fail-on-improvement", "dmlbench_fail_on_improvement",
      "also fail cases that improved beyond the threshold (catches stale baselines)"),
+    ("--dmlbench-fail-on-inconclusive", "dmlbench_fail_on_inconclusive",
+     "also fail cases with a figure no test could judge (too few rounds, one reading, no saved run-to-run "
+     "noise, figures REF cannot re-measure); the nightly job sets it"),
 ]
 
 
@@ -145,9 +164,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(PropertyHealthCheck(), "dmlbench-properties")
     engine = _engine_for(settings, facts)
     config.stash[ENGINE_KEY] = engine
-    run = {**facts.to_dict(settings.world_size, settings.threshold_pct), **commit_fact(config.rootpath)}
-    if settings.against is None:  # else the paired gate gives the verdicts; stored baselines stay unread
-        config.stash[GATE_KEY] = BaselineGate(settings, run)
+    run = {**facts.to_dict(settings.world_size, settings.threshold_pct), **commit_fact(config.rootpath),
+           "launcher": settings.launcher, "isolation": settings.isolation}
+    from pytest_dmlbench.world.launched import launched_externally
+
+    config.stash[GATE_KEY] = choose_gate(config, settings, run, launched=launched_externally(os.environ))
     config.stash[BUILDER_KEY] = CaseResultBuilder()
     if engine.reports:
         config.pluginmanager.register(ResultsReporter(config, settings, run), "dmlbench-results")
@@ -155,17 +176,24 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             config.pluginmanager.unregister(reporter)
-    if settings.against is not None:
-        from pytest_dmlbench.paired.register import register_paired_gate
-        from pytest_dmlbench.world.launched import launched_externally
-
-        register_paired_gate(config, settings, RESULT_KEY, SETTINGS_KEY, launched=launched_externally(os.environ))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    gate = config.stash.get(GATE_KEY, None)
+    if gate is not None:
+        gate.close()
     engine = config.stash.get(ENGINE_KEY, None)
     if engine is not None:
         engine.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    gate = config.stash.get(GATE_KEY, None)
+    lines = gate.summary_lines() if gate is not None else []
+    if lines:
+        terminalreporter.section("dmlbench gate")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -204,11 +232,6 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
                                       default_world_size=parent.config.stash[CONFIG_KEY].world_size)
 
 
-def _callspec_params(item: pytest.Item) -> dict[str, Any]:
-    callspec = getattr(item, "callspec", None)
-    return dict(callspec.params) if callspec is not None else {}
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     settings = config.stash[CONFIG_KEY]
     for item in items:
@@ -222,7 +245,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: the dmlbench marker takes keyword arguments only, "
                                     f"got positional {marker.args!r}")
         kwargs = dict(marker.kwargs)
-        params = _callspec_params(item)
+        params = callspec_params(item)
         if kwargs.get("scaling") and SCALING_ARG in params:
             kwargs["world_size"] = params[SCALING_ARG]
         try:
@@ -236,19 +259,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if engine is None:
         return
     from pytest_dmlbench.introspection import assertion_explanations
-    from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase
+    from pytest_dmlbench.world.engine import CaseNotRunnable
 
-    cases = []
-    for item in session.items:
-        if SETTINGS_KEY in item.stash:
-            assert isinstance(item, pytest.Function)
-            cases.append(CollectedCase(item.nodeid, item.obj, tuple(item._fixtureinfo.argnames),
-                                       _callspec_params(item)))
+    items = [item for item in session.items if SETTINGS_KEY in item.stash and isinstance(item, pytest.Function)]
+    gate = session.config.stash[GATE_KEY]
+    judged = items + [item for item in session.items if records_in_process(item)]
+    gate.collected([(item.nodeid, Path(item.path)) for item in judged])
     try:
         with assertion_explanations(session.config):
-            engine.prepare(cases)
+            engine.prepare([collected_case(item) for item in items])
     except CaseNotRunnable as exc:
         raise pytest.UsageError(str(exc)) from None
+    gate.ready()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -265,7 +287,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: float | None) -> CaseFacts:
     from pytest_dmlbench.case_results import Scaling, params_of
 
-    params = _callspec_params(item)
+    params = callspec_params(item)
     scaling = None
     if SCALING_ARG in params:
         others = sorted((k, repr(v)) for k, v in params.items() if k != SCALING_ARG)
@@ -280,18 +302,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     settings = pyfuncitem.stash.get(SETTINGS_KEY, None)
     if settings is None:
         return None
-    from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
-    from pytest_dmlbench.world.failure import DistributedCaseFailed, failure_text
+    from pytest_dmlbench.world.engine import CaseNotRunnable
+    from pytest_dmlbench.world.failure import DistributedCaseFailed
+    from pytest_dmlbench.world.failure import failure_text as rank_failure_text
 
     backend = pyfuncitem.stash[BACKEND_KEY]
-    argnames = tuple(pyfuncitem._fixtureinfo.argnames)
-    case = PreparedCase(
-        CollectedCase(pyfuncitem.nodeid, pyfuncitem.obj, argnames, _callspec_params(pyfuncitem)),
-        funcargs=pyfuncitem.funcargs, world_size=settings.world_size, backend=backend,
-        timeout_s=settings.timeout_s, uses_bench="dmlbench" in argnames, isolation=settings.isolation,
-        # under the paired gate a short calibration run: the gate measures its block pairs after it
-        block=CALIBRATION_BUDGET if pyfuncitem.config.stash[CONFIG_KEY].against is not None else None,
-    )
+    # under the paired gate a short calibration run: the gate measures its block pairs after it
+    paired = pyfuncitem.config.stash[CONFIG_KEY].against is not None
+    case = prepared_case(pyfuncitem, CALIBRATION_BUDGET if paired else None)
     try:
         run = pyfuncitem.config.stash[ENGINE_KEY].run(case)
     except CaseNotRunnable as exc:
@@ -322,28 +340,62 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     from pytest_dmlbench.properties.report import property_failure_text
 
     text = property_failure_text(run, settings.world_size, backend)
-    raise DistributedCaseFailed(text or failure_text(run, settings.world_size, backend))
+    raise DistributedCaseFailed(text or rank_failure_text(run, settings.world_size, backend))
+
+
+def _run_options(settings: DmlbenchConfig, world_size: int, backend: str) -> tuple[str, ...]:
+    """The options that reproduce an item's run, for the commands its verdicts print."""
+    options = ["--world-size", str(world_size), "--dmlbench-backend", backend]
+    if settings.launcher != "fork":
+        options += ["--dmlbench-launcher", settings.launcher]
+    if settings.isolation != "persistent":
+        options += ["--dmlbench-isolation", settings.isolation]
+    if settings.ray_spread:
+        options.append("--dmlbench-ray-spread")
+    return tuple(options)
+
+
+def _judged_item(item: pytest.Function, result: CaseResult, in_process: bool) -> JudgedItem:
+    """``in_process``: the figures were recorded in this process (``dmlbench_metrics``), not on ranks, so
+    a block calls the test function here again."""
+    settings = item.config.stash[CONFIG_KEY]
+    case = item.stash.get(SETTINGS_KEY, None)
+
+    def measure(block: BlockBudget) -> BlockResult:
+        return run_in_process_block(item) if in_process else run_block(item, block)
+
+    return JudgedItem(item.nodeid, Path(item.path), case.timeout_s if case is not None else settings.timeout_s,
+                      measure, _run_options(settings, result.world_size, result.backend), in_process)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """After the body ran (on the ranks or here), the gate saves or compares the case's figures."""
+    """The one verdict point: after the body ran (on the ranks or here), the gate judges the figures."""
     outcome = yield
     builder = item.config.stash.get(BUILDER_KEY, None)
     if builder is None or not isinstance(item, pytest.Function):
         return outcome
     result = item.stash.get(RESULT_KEY, None)
     local = item.stash.get(LOCAL_METRICS_KEY, None)
+    in_process = result is None and local is not None
     if result is None and local is not None:
         world_size, backend, threshold = getattr(item, "dmlbench_local_run", (1, "local", None))
         result = builder.from_local(_facts(item, world_size, backend, threshold), local)
         if result is not None:
             item.stash[RESULT_KEY] = result
-    gate = item.config.stash.get(GATE_KEY, None)  # none under --dmlbench-against: the paired gate judges
-    if result is not None and gate is not None:
-        failure = gate.judge(result)
-        if failure is not None:
-            pytest.fail(failure, pytrace=False)
+    if result is None:
+        return outcome
+    settings = item.config.stash[CONFIG_KEY]
+    decision = item.config.stash[GATE_KEY].judge(_judged_item(item, result, in_process), result)
+    result.verdicts = decision.verdicts
+    result.extra.update(decision.extra)
+    if decision.notes:
+        result.extra.setdefault("notes", []).extend(decision.notes)
+    if decision.problem is not None:
+        pytest.fail(decision.problem, pytrace=False)
+    failing = failing_verdicts(decision.verdicts, settings.fail_on_improvement, settings.fail_on_inconclusive)
+    if failing:
+        pytest.fail(failure_text(failing), pytrace=False)
     return outcome
 
 

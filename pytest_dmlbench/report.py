@@ -13,8 +13,15 @@ from tabulate import tabulate
 
 from pytest_dmlbench.baseline.jsonio import read_results as _read_results
 from pytest_dmlbench.baseline.jsonio import write_results
-from pytest_dmlbench.results import CHANGE_KINDS, VERDICT_KINDS, RunResults, Verdict
-from pytest_dmlbench.table import OVERSUBSCRIBED_MARK, UNITS_NOTE, case_rows, headers, oversubscribed
+from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, RunResults, Verdict
+from pytest_dmlbench.table import (
+    OVERSUBSCRIBED_MARK,
+    UNITS_NOTE,
+    case_rows,
+    headers,
+    notable_lines,
+    oversubscribed,
+)
 
 __all__ = [
     "append_step_summary",
@@ -63,6 +70,8 @@ def terminal_table(results: RunResults, verbose: bool = False) -> str:
     columns, rows = table_rows(results, verbose)
     lines = [UNITS_NOTE if verbose else f"{UNITS_NOTE}; {VERBOSE_HINT}"]
     lines.append(_tabulate(rows, columns, "simple"))
+    if not verbose:
+        lines.extend(notable_lines(results))
     counts = _counts(results)
     if counts:
         lines.append(f"verdicts: {counts}")
@@ -83,7 +92,8 @@ def _tabulate(rows: list[list[str]], columns: list[str], fmt: str) -> str:
 
 
 def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results") -> str:
-    """The same table as GitHub markdown, followed by the full message of every regression/improvement."""
+    """The same table as GitHub markdown, followed by the full message of every regression, improvement
+    and inconclusive verdict."""
     lines = [f"## {title}", ""]
     if not results.cases:
         return "\n".join([*lines, "No benchmark results.", ""])
@@ -100,7 +110,7 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
         (case.nodeid, v)
         for case in results.cases
         for v in case.verdicts
-        if v.kind in CHANGE_KINDS
+        if v.kind in NOTABLE_KINDS
     ]
     for nodeid, verdict in notable:
         lines += [f"### {verdict.kind}: `{nodeid}` {verdict.metric}", "", "```", verdict.message, "```", ""]

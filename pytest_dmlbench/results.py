@@ -1,8 +1,8 @@
-"""The results model: metric definitions, per-case records and the JSON schema (version 1).
+"""The results model: metric definitions, per-case records and the JSON schema (version 2).
 
 The same JSON is written by ``--dmlbench-json`` and stored as a baseline file::
 
-    {"schema": 1, "machine": {...fingerprint...}, "created": "2026-11-22T10:00:00+00:00",
+    {"schema": 2, "machine": {...fingerprint...}, "created": "2026-11-22T10:00:00+00:00",
      "run": {"world_size": 4, "xdist_workers": 0, "oversubscribed": true, ...},
      "cases": [{"nodeid": "...", "params": {...}, "world_size": 4, "backend": "gloo",
                 "outcome": "passed", "metrics": {"step_time_s": {"unit": "s", "better": "lower",
@@ -18,13 +18,18 @@ from typing import Any, Literal
 
 from pytest_dmlbench.stats import Summary, summarize
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: baselines keyed by world size, backend, launcher, isolation (run facts record them)
 
-Better = Literal["higher", "lower"] | None
-VerdictKind = Literal["regression", "improvement", "unchanged", "new"]
+Direction = Literal["higher", "lower"]
+Better = Direction | None  # None: an informational metric, never judged
+VerdictKind = Literal["regression", "improvement", "inconclusive", "new", "unchanged"]
 # Most severe first (the order reports list them in); the first two are changes beyond the threshold.
-VERDICT_KINDS: tuple[VerdictKind, ...] = ("regression", "improvement", "new", "unchanged")
+# "inconclusive": no test was possible (the verdict says why); "unchanged": a test ran and found no change
+# beyond the threshold (the verdict states the smallest change it could have detected).
+VERDICT_KINDS: tuple[VerdictKind, ...] = ("regression", "improvement", "inconclusive", "new", "unchanged")
 CHANGE_KINDS: frozenset[VerdictKind] = frozenset({"regression", "improvement"})
+# What every view names and explains: the changes, and the figures no test could judge.
+NOTABLE_KINDS: frozenset[VerdictKind] = CHANGE_KINDS | {"inconclusive"}
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,8 @@ class Verdict:
     message: str
     between_runs_p: float | None = None
     baseline_runs: int = 1
+    change: str = ""  # the worded change ("+18.8 % slower"), the same text in every view
+    detectable_pct: float | None = None  # smallest change the test could have detected (unchanged verdicts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +167,8 @@ class Verdict:
             "p_value": _json_float(self.p_value),
             "between_runs_p": _json_float(self.between_runs_p),
             "baseline_runs": self.baseline_runs,
+            "change": self.change,
+            "detectable_pct": _json_float(self.detectable_pct),
             "message": self.message,
         }
 
@@ -176,6 +185,8 @@ class Verdict:
             message=str(data.get("message", "")),
             between_runs_p=_optional_float(data.get("between_runs_p")),
             baseline_runs=int(data.get("baseline_runs", 1)),
+            change=str(data.get("change", "")),
+            detectable_pct=_optional_float(data.get("detectable_pct")),
         )
 
 
@@ -244,10 +255,12 @@ class RunResults:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunResults:
-        """Parse a schema-1 document; raises ValueError (or KeyError/TypeError) on a malformed one."""
+        """Parse a schema-2 document; raises ValueError (or KeyError/TypeError) on a malformed one."""
         schema = data.get("schema")
         if schema != SCHEMA_VERSION:
-            raise ValueError(f"schema {schema!r} is not supported (this version reads schema {SCHEMA_VERSION})")
+            older = (" (written by an older pytest-dmlbench with the old baseline layout: re-save it with "
+                     "--dmlbench-save, or read it with pip install 'pytest-dmlbench<0.3')") if schema == 1 else ""
+            raise ValueError(f"schema {schema!r} is not supported (this version reads schema {SCHEMA_VERSION}){older}")
         return cls(
             machine=dict(data["machine"]),
             created=str(data.get("created", "")),

@@ -7,12 +7,11 @@ carries its unit, and a row's median, IQR and baseline share one scale (:mod:`py
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_dmlbench.results import CHANGE_KINDS, VERDICT_KINDS, CaseResult, MetricResult, RunResults, Verdict
+from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, MetricResult, RunResults, Verdict
 from pytest_dmlbench.units import BYTES_SYSTEM, natural_key, scale_for
 
 CASE_WIDTH = 34
@@ -93,23 +92,43 @@ def worst_verdict(verdicts: Sequence[Verdict]) -> Verdict | None:
 
 
 def verdict_cell(verdict: Verdict | None, *, compact: bool = False) -> str:
-    """``REGRESSION p=3e-05`` (a regression in capitals); ``compact``: no p-value, and the metric named."""
+    """``REGRESSION p=3e-05`` (a regression in capitals); ``compact``: the kind alone (the notable verdicts'
+    metrics are listed under the table, :func:`notable_lines`)."""
     if verdict is None:
         return "-"
     text = verdict.kind.upper() if verdict.kind == "regression" else verdict.kind
     if compact:
-        return f"{text} ({verdict.metric})" if verdict.kind in CHANGE_KINDS else text
-    if verdict.kind in CHANGE_KINDS and verdict.p_value is not None:
+        return text
+    if verdict.kind in ("regression", "improvement") and verdict.p_value is not None:
         text += f" p={verdict.p_value:.1g}"
     return text
 
 
+NOTABLE_WIDTH = 120
+
+
+def notable_lines(results: RunResults, width: int = NOTABLE_WIDTH) -> list[str]:
+    """Under the one-line table, which shows each case's worst kind only: every case with a regression,
+    improvement or inconclusive verdict (most severe first), its node id wrapped to ``width``, then one
+    line per such verdict with its metric and change."""
+    lines: list[str] = []
+    indent = " " * 14
+    ranked = sorted((min(VERDICT_SEVERITY.index(v.kind) for v in notable), index, case, notable)
+                    for index, case in enumerate(ordered_cases(results))
+                    if (notable := [v for v in case.verdicts if v.kind in NOTABLE_KINDS]))
+    for _, _, case, notable in ranked:
+        worst = verdict_cell(min(notable, key=lambda v: VERDICT_SEVERITY.index(v.kind)), compact=True)
+        ids = wrap_nodeid(case.nodeid, width - len(indent))
+        lines.append(f"{worst:<12}  {ids[0]}")
+        lines.extend(indent + part for part in ids[1:])
+        lines.extend(f"{indent}{verdict_cell(v, compact=True)} {v.metric}" + (f": {v.change}" if v.change else "")
+                     for v in notable)
+    return lines
+
+
 def change_cell(verdict: Verdict | None) -> str:
-    if verdict is None or verdict.ratio is None or math.isnan(verdict.ratio):
-        return ""
-    if not math.isfinite(verdict.ratio):
-        return "inf"
-    return f"{(verdict.ratio - 1) * 100:+.1f} %"
+    """The verdict's own worded change (``+18.8 % slower``), the text its message gives."""
+    return "" if verdict is None else verdict.change
 
 
 @dataclass(frozen=True)
@@ -186,7 +205,7 @@ def case_rows(results: RunResults, verbose: bool = False, width: int | None = CA
         row = [lines[-1], _ranks_cell(case, results), headline.name, cells.median]
         if with_verdicts:
             worst = worst_verdict(case.verdicts)
-            shown = worst if worst is not None and worst.kind in CHANGE_KINDS else verdict
+            shown = worst if worst is not None and worst.kind in NOTABLE_KINDS else verdict
             row += [change_cell(verdict), verdict_cell(shown, compact=True)]
         rows.append(row)
     return rows

@@ -13,11 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # Modules that run inside rank processes (or are imported by them), and the parent-side engine and
 # results pipeline that only the plugin wraps: no pytest import allowed.
 RANK_SIDE = ["world", "bench.py", "dist_info.py", "results.py", "stats.py", "comm.py", "strategies", "robust",
-             "measure", "models.py", "data", "reference.py", "case_results.py", "gate.py", "run_facts.py",
+             "measure", "models.py", "data", "reference.py", "case_results.py", "run_facts.py",
              "baseline", "experiments/runner.py", "experiments/datasets.py", "experiments/schema.py",
              "experiments/fields.py", "experiments/frameworks.py", "experiments/matrix.py", "experiments/loading.py",
              "properties/__init__.py", "properties/body.py", "properties/lockstep.py", "properties/channel.py",
-             "properties/database.py", "projection"]
+             "properties/database.py", "projection", "gates/gate.py", "gates/wording.py", "gates/stored.py",
+             "gates/paired_plan.py", "student_t.py", "paired/statistics.py"]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:

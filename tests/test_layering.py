@@ -16,15 +16,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_dmlbench"
 
 # Lowest first. A module's layer is that of its longest matching prefix.
 LAYERS: list[tuple[str, ...]] = [
-    ("stats", "errors", "units", "envreport.facts"),
+    ("stats", "student_t", "errors", "units", "envreport.facts"),
     ("results", "dist_info", "config"),
-    ("measure", "comm", "run_facts", "envreport.livecheck"),
+    ("measure", "comm", "run_facts", "envreport.livecheck", "gates.wording", "gates.gate", "gates.paired_plan",
+     "paired.statistics"),
     ("strategies", "robust", "models", "data", "reference", "bench", "sweeps"),
     ("world", "properties"),
-    ("baseline", "paired.statistics"),
-    ("case_results", "gate", "report", "results_reporter", "introspection", "cli", "__main__", "experiments",
-     "table", "envreport", "plots", "projection"),
-    ("plugin", "paired"),
+    ("baseline",),
+    ("case_results", "report", "results_reporter", "introspection", "cli", "__main__", "experiments",
+     "table", "envreport", "plots", "projection", "gates.stored", "stash_keys", "item_case", "paired"),
+    ("gates", "plugin"),
 ]
 
 

@@ -15,38 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_dmlbench.student_t import one_sided_t_p
+
 HISTORY_RUNS = 10
 """How many saved runs a baseline remembers (the newest run's samples plus earlier runs' medians)."""
 
 MIN_RUNS = 3
 """Saved runs needed before between-run noise is estimated (two runs give one degree of freedom)."""
-
-
-def student_t_sf(t: float, df: int) -> float:
-    """P(T > t) for Student's t with an integer number of degrees of freedom (closed form, no scipy)."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if math.isnan(t):
-        return math.nan
-    if math.isinf(t):
-        return 0.0 if t > 0 else 1.0
-    theta = math.atan(abs(t) / math.sqrt(df))
-    cos2 = math.cos(theta) ** 2
-    # P(|T| < |t|) by the finite series for integer df (Abramowitz & Stegun 26.7.3 / 26.7.4).
-    if df % 2 == 1:
-        term, total = 1.0, 1.0
-        for k in range(1, (df - 1) // 2):
-            term *= cos2 * (2 * k) / (2 * k + 1)
-            total += term
-        inside = (2.0 / math.pi) * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
-    else:
-        term, total = 1.0, 1.0
-        for k in range(1, df // 2):
-            term *= cos2 * (2 * k - 1) / (2 * k)
-            total += term
-        inside = math.sin(theta) * total
-    upper = max(0.0, (1.0 - inside) / 2.0)
-    return upper if t >= 0 else 1.0 - upper
 
 
 @dataclass(frozen=True)
@@ -91,11 +66,3 @@ def between_run_test(
         move = -move
     p_value = one_sided_t_p(move, spread * math.sqrt(1.0 + 1.0 / runs), runs - 1)
     return BetweenRunTest(runs, p_value, 100.0 * (math.exp(spread) - 1.0) if log_scale else None, spread)
-
-
-def one_sided_t_p(move: float, scale: float, df: int) -> float:
-    """P(T > move / scale) for Student's t with ``df`` degrees of freedom; with zero ``scale``, 0 for a move
-    the tested way, 0.5 for none, 1 for a move the other way."""
-    if scale > 0.0:
-        return student_t_sf(move / scale, df)
-    return 0.0 if move > 0 else (0.5 if move == 0 else 1.0)

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_dmlbench.baseline.between_runs import one_sided_t_p
 from pytest_dmlbench.baseline.round_blocks import MIN_BLOCK_ROUNDS, block_medians, on_log_scale
+from pytest_dmlbench.student_t import one_sided_t_p
 
 Alternative = Literal["greater", "less"]
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 
 from pytest_dmlbench.baseline.block_test import block_samples
-from pytest_dmlbench.paired.statistics import POWER, student_t_quantile
+from pytest_dmlbench.student_t import POWER, student_t_quantile
 
 
 def detectable_within_run_pct(baseline: Sequence[float], current: Sequence[float], alpha: float) -> float | None:
@@ -34,16 +34,13 @@ def detectable_between_runs_pct(log_spread: float, runs: int, alpha: float) -> f
     return 100.0 * (math.exp(t_sum * log_spread * math.sqrt(1.0 + 1.0 / runs)) - 1.0)
 
 
-def describe_detectable(baseline: Sequence[float], current: Sequence[float], alpha: float,
-                        log_spread: float | None, runs: int) -> str:
-    """The clause a verdict ends with: what this machine's measured noise lets the rule see."""
+def detectable_pct(baseline: Sequence[float], current: Sequence[float], alpha: float, log_spread: float | None,
+                   runs: int) -> float | None:
+    """The smallest change (percent) the whole rule could reveal: the larger of what the blocks of the two
+    runs and the spread of the saved runs allow; None when the blocks give no log scale."""
     within = detectable_within_run_pct(baseline, current, alpha)
-    parts = []
-    if within is not None:
-        parts.append(f"{within:.1f}% from the noise between blocks of rounds")
+    if within is None:
+        return None
     if log_spread is not None and runs >= 3:
-        parts.append(f"{detectable_between_runs_pct(log_spread, runs, alpha):.1f}% from the spread of "
-                     f"{runs} saved runs")
-    if not parts:
-        return "; smallest detectable change unknown (too few rounds for two blocks of rounds each side)"
-    return f"; smallest change detectable here at {100 * POWER:g}% power: {' and '.join(parts)}"
+        return max(within, detectable_between_runs_pct(log_spread, runs, alpha))
+    return within

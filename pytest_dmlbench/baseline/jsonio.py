@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from pytest_dmlbench.errors import BaselineError
 from pytest_dmlbench.results import SCHEMA_VERSION, RunResults
 
 TEMP_PREFIX = ".tmp-"
+OLDER_SCHEMAS = (1,)
+OLDER_VERSION_HINT = "Or read it with the pytest-dmlbench that wrote it: pip install 'pytest-dmlbench<0.3'"
 FILE_MODE = 0o644
 
 
@@ -60,7 +63,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def write_results(path: Path, results: RunResults) -> None:
-    """Write a results document (schema 1) atomically."""
+    """Write a results document (schema 2) atomically."""
     write_atomic(Path(path), dumps_strict(results.to_dict()))
 
 
@@ -68,8 +71,17 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def read_results(path: Path, fix: str) -> RunResults:
-    """Read and validate a results or baseline file; ``fix`` tells the user what to do if it is unusable."""
+def older_schema_problem(schema: int) -> str:
+    """Why a file of an older schema is not read (the first line of its error, after the file name)."""
+    return (f"written by an older pytest-dmlbench (schema {schema}, the layout before a baseline's identity held "
+            f"world size, launcher and isolation); this version reads schema {SCHEMA_VERSION}. The file is left as "
+            "it is")
+
+
+def read_results(path: Path, fix: str,
+                 older_fix: Callable[[Path, Mapping[str, Any]], str] | None = None) -> RunResults:
+    """Read and validate a results or baseline file; ``fix`` tells the user what to do if it is unusable,
+    ``older_fix(path, document)`` (when given) what to do with a file an older version wrote."""
     path = Path(path)
 
     def fail(problem: str) -> BaselineError:
@@ -94,6 +106,9 @@ def read_results(path: Path, fix: str) -> RunResults:
     if not isinstance(document, dict):
         raise fail(f"holds a JSON {type(document).__name__}, expected an object with 'schema' and 'cases'")
     schema = document.get("schema")
+    if type(schema) is int and schema in OLDER_SCHEMAS:  # not True, which equals 1
+        advice = older_fix(path, document) if older_fix is not None else fix
+        raise BaselineError(f"{path}: {older_schema_problem(schema)}.\n{advice}\n{OLDER_VERSION_HINT}")
     if schema != SCHEMA_VERSION:
         raise fail(
             f"has schema {schema!r}, but this version of pytest-dmlbench reads schema {SCHEMA_VERSION} "

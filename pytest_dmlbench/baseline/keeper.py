@@ -3,30 +3,30 @@
 Policy: ``--dmlbench-save`` stores every case (replacing its file, even an unreadable one, and carrying
 the stored run history forward, see ``history``) and compares nothing, since the run becomes the
 reference; otherwise, unless ``--dmlbench-no-compare``, each case is compared with the baseline of its
-machine class whenever that machine has any baseline, and a case without one is ``new``. Code that
-imports this module does not import pytest.
+machine class and identity (world size, backend, launcher, isolation) whenever that identity has any
+baseline, and a case without one is ``new``. When the identity has none but the machine has baselines of
+other identities, or files of the older layout, every case is ``new`` and says what exists and the command
+that saves it. Code that imports this module does not import pytest.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.baseline.compare import (
-    DEFAULT_ALPHA,
-    CompareSettings,
-    compare_case,
-    failing_verdicts,
-)
+from pytest_dmlbench.baseline.compare import CompareSettings, compare_case
 from pytest_dmlbench.baseline.fingerprint import machine_fingerprint
 from pytest_dmlbench.baseline.history import with_history
+from pytest_dmlbench.baseline.identity import DEFAULT_ISOLATION, DEFAULT_LAUNCHER, BaselineIdentity, refresh_template
 from pytest_dmlbench.baseline.store import BaselineStore
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
+from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.results import CaseResult, Verdict
+from pytest_dmlbench.student_t import DEFAULT_ALPHA
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class BaselineOptions:
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
     alpha: float = DEFAULT_ALPHA
     fail_on_improvement: bool = False
+    launcher: str = DEFAULT_LAUNCHER
+    isolation: str = DEFAULT_ISOLATION
 
 
 class BaselineKeeper:
@@ -52,13 +54,18 @@ class BaselineKeeper:
         self.options = options
         self.settings = CompareSettings(options.threshold_pct, options.alpha)
         self._fingerprint_for = fingerprint_for
-        self._stores: dict[str, BaselineStore] = {}
+        self._fingerprints: dict[str, dict[str, Any]] = {}
+        self._stores: dict[BaselineIdentity, BaselineStore] = {}
+        self._warned: set[Path] = set()
 
-    def store_for(self, backend: str) -> BaselineStore:
-        """The store of this machine class for ``backend`` (the fingerprint is taken once per backend)."""
-        if backend not in self._stores:
-            self._stores[backend] = BaselineStore(self.options.root, self._fingerprint_for(backend))
-        return self._stores[backend]
+    def store_for(self, case: CaseResult) -> BaselineStore:
+        """The store of this machine class and the case's identity (the fingerprint is taken once per backend)."""
+        identity = BaselineIdentity.of_case(case, self.options.launcher, self.options.isolation)
+        if identity not in self._stores:
+            if case.backend not in self._fingerprints:
+                self._fingerprints[case.backend] = self._fingerprint_for(case.backend)
+            self._stores[identity] = BaselineStore(self.options.root, self._fingerprints[case.backend], identity)
+        return self._stores[identity]
 
     def process(self, case: CaseResult, run: Mapping[str, Any] | None = None) -> list[Verdict]:
         """Save or compare one finished case; sets ``case.verdicts`` and returns the verdicts that fail it.
@@ -66,7 +73,9 @@ class BaselineKeeper:
         Raises BaselineError (message names the file and the fix) when the case's baseline file is
         unusable; the plugin reports that as the item's failure without a traceback.
         """
-        store = self.store_for(case.backend)
+        store = self.store_for(case)
+        if self.options.save or self.options.compare:
+            self._warn_old_layout(store)
         if self.options.save:
             try:
                 previous = store.load_case(case.nodeid)
@@ -79,8 +88,49 @@ class BaselineKeeper:
             store.save_case(with_history(case, previous, self.settings), run)
             case.verdicts = []
             return []
-        if not self.options.compare or not store.exists():
+        if not self.options.compare:
             case.verdicts = []
             return []
-        case.verdicts = compare_case(store.load_case(case.nodeid), case, self.settings)
+        settings = replace(self.settings, refresh_command=refresh_template(store.identity, store.root))
+        if store.exists():
+            baseline = store.load_case(case.nodeid)
+            reason = "no baseline yet" if baseline is not None else new_reason(store, case.nodeid)
+            case.verdicts = compare_case(baseline, case, settings, new_reason=reason)
+        elif store.other_identities() or store.old_layout_note() is not None:
+            case.verdicts = compare_case(None, case, settings, new_reason=new_reason(store, case.nodeid))
+        else:  # nothing stored for this machine at all: nothing to compare with
+            case.verdicts = []
         return failing_verdicts(case.verdicts, self.options.fail_on_improvement)
+
+    def _warn_old_layout(self, store: BaselineStore) -> None:
+        """Say once per process and machine folder that files of the older layout are there and unused."""
+        note = store.old_layout_note()
+        if note is None or store.machine_folder in self._warned:
+            return
+        self._warned.add(store.machine_folder)
+        warnings.warn(
+            f"{note}; this version neither compares with nor replaces files of that layout (it keeps baselines in "
+            f"{store.machine_folder}/<identity>/, e.g. {store.identity.key}/). Re-save the cases with this "
+            f"version ({store.refresh_command(None)}, with this run's selection of tests), then delete the old "
+            "files.",
+            BaselineWarning,
+            stacklevel=3,
+        )
+
+
+def new_reason(store: BaselineStore, nodeid: str) -> str:
+    """Why a case without a baseline under its identity is new (the text after "new, "): what this machine
+    holds instead, and the command that saves the case."""
+    others = store.other_identities(nodeid)
+    old = store.old_layout_note()
+    if not others and old is None and store.exists():
+        return "no baseline yet"
+    command = store.refresh_command(nodeid)
+    head = f"no baseline at {store.identity.describe()} on this machine"
+    if others:
+        head += f" (this case has baselines for: {', '.join(others)})"
+    elif not store.exists() and store.other_identities():
+        head += f" (this machine has baselines for: {', '.join(store.other_identities())}; none for this case)"
+    if old is not None:
+        return f"{head}; {old}; re-save with: {command}"
+    return f"{head}; save one with: {command}"

@@ -22,25 +22,32 @@ BASELINE_REF = "baseline"
 
 def recorded_commit(baseline_dir: Path) -> str:
     """The commit the stored baselines were recorded at (``run.commit`` of their files; the most common
-    one when they disagree, which happens when cases were saved at different commits)."""
+    one when they disagree, which happens when cases were saved at different commits). Files of the layout
+    ``<machine-key>/<identity>/*.json`` count; those of the older layout (``<machine-key>/*.json``) only
+    when no file of the current one records a commit."""
+    root = Path(baseline_dir)
+    layouts = [sorted(root.glob("*/*/*.json")), sorted(root.glob("*/*.json"))]  # current, then older
     commits: Counter[str] = Counter()
-    files = sorted(Path(baseline_dir).glob("*/*.json"))
-    for path in files:
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # an unreadable baseline is reported by the stored-baseline mode, not here
-        commit = document.get("run", {}).get("commit") if isinstance(document, dict) else None
-        if isinstance(commit, str) and commit:
-            commits[commit] += 1
-    if not commits:
-        where = f"{len(files) or 'no'} baseline file(s) under {baseline_dir}"
-        raise RefError(
-            f"--dmlbench-against baseline: {where} record no commit (files saved before pytest-dmlbench 0.2.0 "
-            "do not). Save baselines from a git checkout with --dmlbench-save, or give a ref, e.g. "
-            "--dmlbench-against origin/main."
-        )
-    return commits.most_common(1)[0][0]
+    for files in layouts:
+        for path in files:
+            if path.name.startswith(".tmp-"):
+                continue  # a save in progress
+            try:
+                document = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # an unreadable baseline is reported by the stored-baseline mode, not here
+            run = document.get("run") if isinstance(document, dict) else None
+            commit = run.get("commit") if isinstance(run, dict) else None
+            if isinstance(commit, str) and commit:
+                commits[commit] += 1
+        if commits:
+            return commits.most_common(1)[0][0]
+    where = f"{sum(map(len, layouts)) or 'no'} baseline file(s) under {baseline_dir}"
+    raise RefError(
+        f"--dmlbench-against baseline: {where} record no commit (files saved before pytest-dmlbench 0.2.0 "
+        "do not). Save baselines from a git checkout with --dmlbench-save, or give a ref, e.g. "
+        "--dmlbench-against origin/main."
+    )
 
 
 def check_compatible(config: pytest.Config, settings: DmlbenchConfig) -> None:
@@ -74,12 +81,20 @@ def _mapped_args(config: pytest.Config, root: Path, tree: Path) -> list[str]:
 
 
 def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
-    """The options B runs with: the same world and selection, no baselines, no recursion, no xdist."""
+    """The options B runs with: the same world, launcher, isolation and selection; no baselines, no
+    recursion, no xdist. Options at their defaults are left out, so that a REF whose plugin predates them
+    still starts."""
     options = [
         "-p", "no:cacheprovider", "--dmlbench", "--dmlbench-no-compare", "-o", "dmlbench_against=",
         "--world-size", str(settings.world_size), "--dmlbench-backend", settings.backend,
         "--dmlbench-timeout", f"{settings.timeout_s:g}",
     ]
+    if settings.launcher != "fork":
+        options += ["--dmlbench-launcher", settings.launcher]
+    if settings.isolation != "persistent":
+        options += ["--dmlbench-isolation", settings.isolation]
+    if settings.ray_spread:
+        options += ["--dmlbench-ray-spread"]
     if config.pluginmanager.hasplugin("xdist"):
         options += ["-n", "0"]
     keyword = getattr(config.option, "keyword", "")

@@ -7,7 +7,7 @@ descriptors B finds in ``DMLBENCH_PAIRED_FDS`` (``"<read>,<write>"``). Numbers m
 
 B -> A, once, when B has collected its cases and started its rank processes::
 
-    {"type": "hello", "protocol": 1, "plugin_version": "0.2.0", "plugin_file": "...",
+    {"type": "hello", "protocol": 1, "plugin_version": "0.2.0", "plugin_file": "...", "in_process_blocks": true,
      "cases": [{"nodeid": "tests/test_x.py::test_step[4]", "file": "/abs/path/tests/test_x.py"}, ...]}
 
 (A matches cases by the file relative to each tree's root plus the node id's part after the file, since

@@ -26,7 +26,9 @@ if Path(__file__).resolve().parents[1] != Path(pytest_dmlbench.__file__).resolve
         f"(this one belongs to the copy at {Path(__file__).resolve().parents[1]})"
     )
 
-from pytest_dmlbench.paired.blocks import BlockResult, run_block
+from pytest_dmlbench.gates.gate import BlockResult
+from pytest_dmlbench.item_case import records_in_process, run_block, run_in_process_block
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.paired.protocol import (
     PROTOCOL_VERSION,
     Channel,
@@ -81,20 +83,23 @@ def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, ite
     if any(m.name == "skip" for m in item.iter_markers()):  # a backend the machine lacks, say
         skip = next(m for m in item.iter_markers() if m.name == "skip")
         return BlockResult("skipped", message=str(skip.kwargs.get("reason", "")))
-    return run_block(item, rounds, warmup, iterations)
+    if records_in_process(item):
+        return run_in_process_block(item)
+    return run_block(item, BlockBudget(rounds, warmup, iterations))
 
 
 def _serve(session: pytest.Session, channel: Channel) -> None:
-    from pytest_dmlbench.plugin import SETTINGS_KEY
+    from pytest_dmlbench.stash_keys import SETTINGS_KEY
 
     if session.testsfailed:
         channel.send({"type": "error", "message": f"REF's cases did not collect: {session.testsfailed} error(s); "
                       "see REF's pytest output"})
         return
-    cases: dict[str, Any] = {item.nodeid: item for item in session.items if SETTINGS_KEY in item.stash}
+    cases: dict[str, Any] = {item.nodeid: item for item in session.items
+                             if SETTINGS_KEY in item.stash or records_in_process(item)}
     channel.send({
         "type": "hello", "protocol": PROTOCOL_VERSION, "plugin_version": plugin_version(),
-        "plugin_file": pytest_dmlbench.__file__,
+        "plugin_file": pytest_dmlbench.__file__, "in_process_blocks": True,
         "cases": [{"nodeid": nodeid, "file": str(cases[nodeid].path)} for nodeid in sorted(cases)],
     })
     slot = _CaseSlot()

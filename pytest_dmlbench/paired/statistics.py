@@ -22,23 +22,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_dmlbench.baseline.between_runs import student_t_sf
-from pytest_dmlbench.stats import median
+from pytest_dmlbench.results import Direction
+from pytest_dmlbench.student_t import DEFAULT_ALPHA, POWER, student_t_quantile, student_t_sf
 
 PairedKind = Literal["regression", "improvement", "unchanged"]
-Better = Literal["higher", "lower"]
-
-DEFAULT_ALPHA = 0.01
-POWER = 0.95  # the power the smallest detectable change is stated at
-
-
-def block_median(samples: Sequence[float]) -> float:
-    """Median of a block's rounds, NaN rounds dropped (NaN when none is left). Infinite rounds count:
-    one infinite round moves a median no further than any other outlier."""
-    return median(samples)
+Scale = Literal["ratio", "points"]
+"""How a pair is compared: the log of A over B (times, rates), or A minus B (fractions, in fraction units,
+shown as percentage points): a ratio of two fractions near zero says nothing."""
 
 
-def log_ratios(a: Sequence[float], b: Sequence[float], better: Better) -> tuple[list[float], int]:
+def scale_for(unit: str) -> Scale:
+    """Fractions are judged on their difference, everything else on its ratio."""
+    return "points" if unit == "fraction" else "ratio"
+
+
+def pair_values(a: Sequence[float], b: Sequence[float], better: Direction, scale: Scale) -> tuple[list[float], int]:
+    """Per pair, A against B in the bad direction (> 0: A worse) on ``scale``, and how many pairs were
+    dropped (no ratio or difference exists)."""
+    if scale == "ratio":
+        return log_ratios(a, b, better)
+    if len(a) != len(b):
+        raise ValueError(f"A and B must have the same number of blocks, got {len(a)} and {len(b)}")
+    values = [(x - y) if better == "lower" else (y - x) for x, y in zip(a, b, strict=True)
+              if math.isfinite(x) and math.isfinite(y)]
+    return values, len(a) - len(values)
+
+
+def log_ratios(a: Sequence[float], b: Sequence[float], better: Direction) -> tuple[list[float], int]:
     """Per pair, ``log`` of A's value over B's in the bad direction (> 0: A worse), and how many pairs
     were dropped because a side was NaN, infinite, zero or negative (no ratio exists)."""
     if len(a) != len(b):
@@ -54,24 +64,6 @@ def log_ratios(a: Sequence[float], b: Sequence[float], better: Better) -> tuple[
     return values, len(a) - len(values)
 
 
-def student_t_quantile(q: float, df: int) -> float:
-    """The ``q`` quantile of Student's t (bisection on the closed-form survival function)."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"quantile level must lie in (0, 1), got {q}")
-    if q < 0.5:
-        return -student_t_quantile(1.0 - q, df)
-    low, high = 0.0, 1.0
-    while student_t_sf(high, df) > 1.0 - q:
-        high *= 2.0
-    for _ in range(100):
-        mid = (low + high) / 2.0
-        if student_t_sf(mid, df) > 1.0 - q:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2.0
-
-
 @dataclass(frozen=True)
 class PairedEstimate:
     """What ``n`` block pairs say about one metric (ratios are A over B in the bad direction)."""
@@ -84,6 +76,7 @@ class PairedEstimate:
     p_better: float  # one-sided paired t-test, H1: A better than B
     ci_low_log: float  # one-sided (1 - alpha) lower bound of mean_log
     ci_high_log: float  # one-sided (1 - alpha) upper bound of mean_log
+    scale: Scale = "ratio"  # on "points" the *_log fields hold differences (fraction units), not logs
 
     @property
     def ratio(self) -> float:
@@ -97,20 +90,26 @@ class PairedEstimate:
 
     @property
     def noise_pct(self) -> float:
-        """Per-pair noise: the standard deviation of the log ratio, in percent."""
-        return 100.0 * (math.exp(self.sd_log) - 1.0)
+        """Per-pair noise: the standard deviation of the log ratio in percent (of the difference in
+        percentage points on the "points" scale)."""
+        return _as_pct(self.sd_log, self.scale)
 
     def detectable_pct(self, pairs: int | None = None) -> float:
-        """The smallest slowdown (percent) caught with probability :data:`POWER` at one-sided ``alpha``,
-        given this per-pair noise and ``pairs`` pairs (default: those used)."""
+        """The smallest slowdown (percent; percentage points on the "points" scale) caught with probability
+        :data:`POWER` at one-sided ``alpha``, given this per-pair noise and ``pairs`` pairs (default: those
+        used)."""
         n = self.pairs if pairs is None else pairs
         if n < 2:
             return math.inf
         t_sum = student_t_quantile(1.0 - self.alpha, n - 1) + student_t_quantile(POWER, n - 1)
-        return 100.0 * (math.exp(t_sum * self.sd_log / math.sqrt(n)) - 1.0)
+        return _as_pct(t_sum * self.sd_log / math.sqrt(n), self.scale)
 
 
-def estimate(values: Sequence[float], alpha: float = DEFAULT_ALPHA) -> PairedEstimate | None:
+def _as_pct(value: float, scale: Scale) -> float:
+    return 100.0 * (math.exp(value) - 1.0) if scale == "ratio" else 100.0 * value
+
+
+def estimate(values: Sequence[float], alpha: float = DEFAULT_ALPHA, scale: Scale = "ratio") -> PairedEstimate | None:
     """The paired estimate from per-pair log ratios (see :func:`log_ratios`); None with fewer than 2.
 
     Zero spread (every pair identical) gives a zero-width interval: p is 0 on the side the pairs lie,
@@ -135,21 +134,24 @@ def estimate(values: Sequence[float], alpha: float = DEFAULT_ALPHA) -> PairedEst
         p_worse = 0.0 if mean > 0 else (0.5 if mean == 0 else 1.0)
         p_better = 0.0 if mean < 0 else (0.5 if mean == 0 else 1.0)
         half = 0.0
-    return PairedEstimate(n, mean, sd, alpha, p_worse, p_better, mean - half, mean + half)
+    return PairedEstimate(n, mean, sd, alpha, p_worse, p_better, mean - half, mean + half, scale)
 
 
-def threshold_logs(threshold_pct: float) -> tuple[float, float]:
-    """The log-ratio limits of a threshold: ``log(1 + t)`` for a regression, ``log(1 - t)`` for an
-    improvement (minus infinity when the threshold is 100 % or more: nothing improves by all of it)."""
+def threshold_logs(threshold_pct: float, scale: Scale = "ratio") -> tuple[float, float]:
+    """The limits of a threshold on ``scale``: ``log(1 + t)`` for a regression, ``log(1 - t)`` for an
+    improvement (minus infinity when the threshold is 100 % or more: nothing improves by all of it); on
+    the "points" scale ``t`` and ``-t`` (a threshold of 10 is 10 percentage points)."""
     if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
         raise ValueError(f"threshold must be a finite percentage >= 0, got {threshold_pct}")
     t = threshold_pct / 100.0
+    if scale == "points":
+        return t, -t
     return math.log1p(t), (math.log1p(-t) if t < 1.0 else -math.inf)
 
 
 def judge(est: PairedEstimate, threshold_pct: float) -> PairedKind:
     """Magnitude AND significance: beyond the threshold and p below alpha, the matching way."""
-    worse, better = threshold_logs(threshold_pct)
+    worse, better = threshold_logs(threshold_pct, est.scale)
     if est.mean_log > worse and est.p_worse < est.alpha:
         return "regression"
     if est.mean_log < better and est.p_better < est.alpha:
@@ -159,7 +161,7 @@ def judge(est: PairedEstimate, threshold_pct: float) -> PairedKind:
 
 def is_clear(est: PairedEstimate, threshold_pct: float) -> bool:
     """Whether the interval lies wholly beyond one threshold or wholly between the two."""
-    worse, better = threshold_logs(threshold_pct)
+    worse, better = threshold_logs(threshold_pct, est.scale)
     if est.ci_low_log > worse or est.ci_high_log < better:
         return True
     return est.ci_high_log <= worse and est.ci_low_log >= better
@@ -196,7 +198,7 @@ class SingleReading:
 
     a: float
     b: float
-    better: Better
+    better: Direction
     threshold_pct: float
 
     @property

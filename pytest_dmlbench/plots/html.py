@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_dmlbench.plots.figure import Figure, Skipped
-from pytest_dmlbench.results import CHANGE_KINDS, VERDICT_KINDS, RunResults
+from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, RunResults
 from pytest_dmlbench.table import UNITS_NOTE, change_cell, metric_cells, ordered_cases, verdict_cell
 
 STYLE = """
@@ -80,7 +80,7 @@ def write_html(path: Path, sources: Sequence[str], runs: Sequence[RunResults], f
             f"<li>{html.escape(s.family)}: {html.escape(s.reason)}</li>" for s in skipped) + "</ul>")
     parts += ["<h2>Cases and verdicts</h2>", f"<p>{html.escape(UNITS_NOTE)}</p>", verdict_table(run)]
     messages = [(c.nodeid, v) for c in ordered_cases(run) for v in c.verdicts
-                if v.kind in CHANGE_KINDS]
+                if v.kind in NOTABLE_KINDS]
     for nodeid, verdict in messages:
         parts.append(f"<h3>{html.escape(verdict.kind)}: <code>{html.escape(nodeid)}</code> "
                      f"{html.escape(verdict.metric)}</h3><pre>{html.escape(verdict.message)}</pre>")

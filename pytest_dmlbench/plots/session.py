@@ -12,19 +12,13 @@ def baseline_runs(results: RunResults, baseline_dir: Path, saved: bool) -> list[
     """This machine's stored baselines for the backends the run used (their saved-run history gives the
     trend's earlier points). After ``--dmlbench-save`` they hold this run already, so they replace it."""
     from pytest_dmlbench.baseline.fingerprint import machine_key
-    from pytest_dmlbench.baseline.store import baseline_files, load_folder
+    from pytest_dmlbench.baseline.store import load_matching
 
-    runs = []
-    for backend in sorted({case.backend for case in results.cases} - {"local"}) or ["gloo"]:
-        folder = baseline_dir / machine_key({**results.machine, "backend": backend})
-        if baseline_files(folder):
-            runs.append((str(folder), load_folder(folder)))
-    if not runs:
+    folders, merged = load_matching(
+        results, lambda backend: baseline_dir / machine_key({**results.machine, "backend": backend}), Path("this run"))
+    if not folders:
         return []
-    merged = runs[0][1]
-    for _, more in runs[1:]:
-        merged.cases.extend(more.cases)
-    label = ", ".join(label for label, _ in runs)
+    label = ", ".join(str(folder) for folder in folders)
     return [(f"{label} (baselines, with this run)" if saved else f"{label} (baselines)", merged)]
 
 
@@ -33,9 +27,9 @@ def write_run_plots(results: RunResults, out: Path, baseline_dir: Path, saved: b
     from pytest_dmlbench.errors import DmlbenchError
     from pytest_dmlbench.plots import render
 
-    stored = baseline_runs(results, baseline_dir, saved)
-    runs = stored if saved and stored else [*stored, ("this run", results)]
     try:
+        stored = baseline_runs(results, baseline_dir, saved)
+        runs = stored if saved and stored else [*stored, ("this run", results)]
         report = render(runs, out)
     except DmlbenchError as exc:
         return f"dmlbench: no plots written: {exc}"

@@ -20,7 +20,7 @@ TREND_METRICS = ("throughput_samples_per_s", "step_time_s", "busbw_gbps", "expos
                  "accuracy")
 """Metrics that always get a trend figure; any other gets one only where some case was judged on it."""
 MARKERS = {"regression": ("v", "tab:red"), "improvement": ("^", "tab:green"),
-           "unchanged": ("o", "tab:gray"), "new": ("s", "tab:blue")}
+           "unchanged": ("o", "tab:gray"), "new": ("s", "tab:blue"), "inconclusive": ("x", "tab:orange")}
 
 
 @dataclass

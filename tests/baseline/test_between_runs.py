@@ -8,9 +8,10 @@ import pytest
 from casefactory import step_samples
 from scipy import stats
 
-from pytest_dmlbench.baseline.between_runs import MIN_RUNS, between_run_test, student_t_sf
+from pytest_dmlbench.baseline.between_runs import MIN_RUNS, between_run_test
 from pytest_dmlbench.baseline.compare import compare_metric
 from pytest_dmlbench.results import MetricResult
+from pytest_dmlbench.student_t import student_t_sf
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 8, 9, 30])
@@ -74,8 +75,8 @@ QUIET_HISTORY = [0.0099, 0.0101, 0.0100, 0.0102]
 def test_a_run_inside_the_baselines_run_to_run_spread_is_not_a_regression() -> None:
     """Within-run tests alone flag this 14 % shift; the saved runs show such shifts are ordinary."""
     current = MetricResult.of("step_time_s", step_samples(0.0114, 30, seed=9, spread=0.02))
-    alone = compare_metric(run_with_history(0.0100, [], seed=1), current, 10.0)
-    assert alone is not None and alone.kind == "regression"  # negative control: no history, flagged
+    alone = compare_metric(run_with_history(0.0100, [], seed=1), current, 10.0, min_runs=1)
+    assert alone is not None and alone.kind == "regression"  # negative control: judged without history, flagged
     noisy = compare_metric(run_with_history(0.0100, NOISY_HISTORY, seed=1), current, 10.0)
     assert noisy is not None and noisy.kind == "unchanged"
     assert noisy.baseline_runs == 5 and noisy.between_runs_p is not None and noisy.between_runs_p >= 0.01
@@ -100,7 +101,9 @@ def test_without_history_the_message_says_how_to_measure_run_to_run_noise() -> N
     current = MetricResult.of("step_time_s", step_samples(0.013, 30, seed=9))
     verdict = compare_metric(run_with_history(0.0100, [], seed=1), current, 10.0)
     assert verdict is not None and verdict.between_runs_p is None and verdict.baseline_runs == 1
-    assert "run-to-run noise not measured (the baseline holds 1 saved run" in verdict.message
+    assert verdict.kind == "inconclusive"  # +30 %, but no saved runs say what whole runs differ by
+    assert "run-to-run noise not measured: the baseline holds 1 saved run" in verdict.message
+    assert "save it 2 more times" in verdict.message
 
 
 def test_single_reading_metrics_are_judged_against_the_saved_runs() -> None:

@@ -9,18 +9,20 @@ from casefactory import make_case, make_run, step_samples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dmlbench.baseline.compare import (
-    CompareSettings,
-    compare_case,
-    compare_metric,
-    compare_run,
-    failing_verdicts,
-    failure_report,
-)
+from pytest_dmlbench.baseline.compare import CompareSettings, compare_case, compare_run
+from pytest_dmlbench.baseline.compare import compare_metric as judged_on_runs
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.gates.wording import failing_verdicts
+from pytest_dmlbench.gates.wording import failure_text as failure_report
 from pytest_dmlbench.results import MetricResult
 
 NAN = float("nan")
+
+
+def compare_metric(*args: object, **kwargs: object) -> object:
+    """The rule on one saved run (``min_runs=1``): these tests are of the block test and the threshold;
+    the run-to-run part is tested in test_between_runs and tests/gates/test_stored_rule."""
+    return judged_on_runs(*args, **{"min_runs": 1, **kwargs})  # type: ignore[arg-type]
 
 
 def step(samples: list[float]) -> MetricResult:
@@ -40,11 +42,11 @@ def test_a_large_significant_slowdown_is_a_regression_with_full_evidence() -> No
     assert verdict.ratio == pytest.approx(verdict.current_median / verdict.baseline_median)
     assert verdict.p_value is not None and verdict.p_value < 1e-6
     msg = verdict.message
-    assert msg.startswith("step_time_s regressed: median 10")
+    assert msg.startswith("step_time_s regressed against the baseline: 10")
     for part in (
         " ms -> 12",
-        "ratio 1.2",
-        "threshold 10%",
+        "% slower",
+        "threshold 10 %",
         "p=",
         "< alpha 0.01",
         "pytest --dmlbench x.py::t --dmlbench-save",
@@ -62,8 +64,8 @@ def test_small_change_below_threshold_is_unchanged_even_when_significant() -> No
 
 
 def test_large_but_insignificant_change_is_unchanged() -> None:
-    base = step([0.010, 0.030, 0.011, 0.029])
-    cur = step([0.031, 0.012, 0.030, 0.013])  # medians differ > 10 %, samples overlap completely
+    base = step([0.010, 0.030, 0.011, 0.029, 0.031, 0.012, 0.028, 0.013, 0.030, 0.011])  # blocks: 29, 13 ms
+    cur = step([0.031, 0.012, 0.030, 0.013, 0.032, 0.011, 0.029, 0.010, 0.012, 0.013])  # blocks: 30, 12 ms
     verdict = compare_metric(base, cur, 10.0)
     assert verdict is not None and verdict.kind == "unchanged"
     assert verdict.p_value is not None and verdict.p_value > 0.01
@@ -96,7 +98,7 @@ def test_missing_baseline_metric_is_new() -> None:
 
 def test_one_against_one_sample_is_never_significant_and_says_why() -> None:
     verdict = compare_metric(step([0.010]), step([0.050]), 10.0)
-    assert verdict is not None and verdict.kind == "unchanged"
+    assert verdict is not None and verdict.kind == "inconclusive"  # no test ran: never "unchanged"
     assert "no test: 0 baseline vs 0 current blocks of rounds (1 and 1 rounds)" in verdict.message
     assert "record more rounds" in verdict.message
 
@@ -110,7 +112,7 @@ def test_zero_variance_identical_samples_are_unchanged() -> None:
 def test_zero_variance_shift_is_significant_with_enough_samples_only() -> None:
     assert compare_metric(step([1.0] * 10), step([2.0] * 10), 10.0).kind == "regression"  # type: ignore[union-attr]
     few = compare_metric(step([1.0] * 3), step([2.0] * 3), 10.0)
-    assert few is not None and few.kind == "unchanged"
+    assert few is not None and few.kind == "inconclusive"
 
 
 PHASE_LEVELS = [0.8, 1.2, 0.85, 1.15, 0.9, 1.1, 1.0, 1.0]  # slow and fast phases of a shared machine
@@ -152,7 +154,7 @@ def test_nan_samples_are_dropped_counted_and_reported() -> None:
 
 def test_all_nan_current_is_not_compared_and_says_so() -> None:
     verdict = compare_metric(step([0.01] * 5), step([NAN] * 5), 10.0)
-    assert verdict is not None and verdict.kind == "unchanged"
+    assert verdict is not None and verdict.kind == "inconclusive"
     assert "no finite current samples" in verdict.message
 
 
@@ -168,9 +170,9 @@ def test_zero_baseline_median() -> None:
 def test_case_threshold_beats_the_run_default() -> None:
     base = make_case(step_median=0.010, seed=1)
     slower = make_case(step_median=0.0113, seed=2)  # +13 %
-    assert {v.kind for v in compare_case(base, slower, CompareSettings(10.0))} >= {"regression"}
+    assert {v.kind for v in compare_case(base, slower, CompareSettings(10.0, min_runs=1))} >= {"regression"}
     slower.threshold_pct = 20.0
-    verdicts = compare_case(base, slower, CompareSettings(10.0))
+    verdicts = compare_case(base, slower, CompareSettings(10.0, min_runs=1))
     assert all(v.kind == "unchanged" and v.threshold_pct == 20.0 for v in verdicts)
 
 
@@ -190,7 +192,7 @@ def test_compare_run_matches_cases_by_node_id_and_quotes_the_refresh_command() -
             make_case("t.py::c", 0.010, seed=5),
         ]
     )
-    compared = compare_run(baseline, current, CompareSettings())
+    compared = compare_run(baseline, current, CompareSettings(min_runs=1))
     kinds = {c.nodeid: {v.metric: v.kind for v in c.verdicts} for c in compared.cases}
     assert kinds["t.py::a[x y]"]["step_time_s"] == "regression"
     assert kinds["t.py::b"]["step_time_s"] == "unchanged"
@@ -202,7 +204,7 @@ def test_compare_run_matches_cases_by_node_id_and_quotes_the_refresh_command() -
 
 def test_fail_on_improvement_adds_improvements() -> None:
     verdicts = compare_case(
-        make_case(step_median=0.010, seed=1), make_case(step_median=0.007, seed=2), CompareSettings()
+        make_case(step_median=0.010, seed=1), make_case(step_median=0.007, seed=2), CompareSettings(min_runs=1)
     )
     assert failing_verdicts(verdicts) == []
     assert {v.kind for v in failing_verdicts(verdicts, fail_on_improvement=True)} == {"improvement"}

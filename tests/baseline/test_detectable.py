@@ -7,8 +7,8 @@ import random
 
 from pytest_dmlbench.baseline.compare import compare_metric
 from pytest_dmlbench.baseline.detectable import (
-    describe_detectable,
     detectable_between_runs_pct,
+    detectable_pct,
     detectable_within_run_pct,
 )
 from pytest_dmlbench.baseline.round_blocks import block_medians
@@ -39,6 +39,9 @@ def test_run_to_run_spread_dominates_with_few_saves() -> None:
 def test_verdicts_state_what_could_be_detected() -> None:
     base = MetricResult.of("step_time_s", [0.010 + 0.0001 * (i % 7) for i in range(40)])
     cur = MetricResult.of("step_time_s", [0.010 + 0.0001 * (i % 5) for i in range(40)])
+    base.history = [0.0101, 0.0100, 0.0102]
     verdict = compare_metric(base, cur, 10.0)
-    assert verdict is not None and "smallest change detectable here at 95% power: " in verdict.message
-    assert "unknown" in describe_detectable([0.01] * 5, [0.01] * 5, 0.01, None, 1)
+    assert verdict is not None and verdict.kind == "unchanged"
+    assert verdict.detectable_pct is not None and verdict.detectable_pct > 0
+    assert "smallest change this test could detect: " in verdict.message
+    assert detectable_pct([0.01] * 5, [0.01] * 5, 0.01, None, 1) is None  # one block each: unknown

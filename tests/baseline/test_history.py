@@ -23,7 +23,7 @@ def keeper(root: Path, **options: object) -> BaselineKeeper:
 
 
 def stored_history(root: Path, metric: str = "step_time_s") -> list[float]:
-    path = keeper(root).store_for("gloo").path_for(NODE)
+    path = keeper(root).store_for(make_case(NODE)).path_for(NODE)
     return list(json.loads(path.read_text())["cases"][0]["metrics"][metric].get("history", []))
 
 
@@ -63,8 +63,8 @@ def test_before_the_noise_is_known_every_save_appends(tmp_path: Path) -> None:
 
 
 def test_replacing_an_unreadable_baseline_warns_that_its_history_is_lost(tmp_path: Path) -> None:
-    path = keeper(tmp_path, save=True).store_for("gloo").save_case(make_case(NODE))
-    path.write_text('{"schema": 1, "machine": {}, "cases": [')
+    path = keeper(tmp_path, save=True).store_for(make_case(NODE)).save_case(make_case(NODE))
+    path.write_text('{"schema": 2, "machine": {}, "cases": [')
     case = make_case(NODE, seed=3)
     with pytest.warns(BaselineWarning, match="replaced an unreadable baseline; its run history starts over"):
         keeper(tmp_path, save=True).process(case)

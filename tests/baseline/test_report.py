@@ -33,7 +33,7 @@ def compared_run() -> tuple[str, object]:
             make_case("bench_cases/test_x.py::test_new", 0.02, 5, world_size=1),
         ]
     )
-    return LONG_ID, compare_run(baseline, current, CompareSettings())
+    return LONG_ID, compare_run(baseline, current, CompareSettings(min_runs=1))  # the views, not the rule
 
 
 def test_plain_table_is_one_line_per_case_with_units_and_no_verdict_columns() -> None:
@@ -75,8 +75,13 @@ def test_compared_table_fits_120_columns_shows_whole_node_ids_and_verdicts() -> 
     first_column = [line[:34].rstrip() for line in table.splitlines()[3:]]
     assert LONG_ID in "".join(first_column)  # wrapped over lines, never elided
     assert "..." not in table
-    assert "REGRESSION (step_time_s)" in table or "REGRESSION (throughput_samples_per_s)" in table
-    assert "verdicts: 2 regression, 3 new, 4 unchanged" in table
+    # under the table, every notable verdict: the case (worst kind first), then each metric and its change
+    lines = table.splitlines()
+    notes = lines[lines.index(next(line for line in lines if line.startswith("REGR"))):]
+    assert notes[0].startswith("REGRESSION    bench_cases/test_strategies.py::")
+    assert any(line.strip().startswith("REGRESSION step_time_s: +") and "slower" in line for line in notes)
+    assert "inconclusive  bench_cases/test_x.py::test_y" in table  # too few rounds: no test, and it says so
+    assert "verdicts: 2 regression, 2 inconclusive, 3 new, 2 unchanged" in table
 
 
 def test_compared_verbose_table_has_baseline_change_and_p_values() -> None:
@@ -112,7 +117,7 @@ def test_markdown_summary_has_the_table_and_each_regression_message() -> None:
     assert text.startswith("## pytest-dmlbench results\n")
     assert "| case " in text and "|---" in text and "<details>" in text and "| case / metric" in text
     assert nodeid in text  # whole, not wrapped or elided
-    assert "**Verdicts:** 2 regression, 3 new, 4 unchanged" in text
+    assert "**Verdicts:** 2 regression, 2 inconclusive, 3 new, 2 unchanged" in text
     assert f"### regression: `{nodeid}` step_time_s" in text
     assert "--dmlbench-save" in text
 
@@ -144,6 +149,21 @@ def test_results_file_round_trip_is_strict_json(tmp_path: Path) -> None:
 
 def test_unreadable_results_file_names_the_file_and_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
-    path.write_text('{"schema": 1, "machine": {}, "cases": [')
+    path.write_text('{"schema": 2, "machine": {}, "cases": [')
     with pytest.raises(BaselineError, match=r"results.json: is not valid JSON.*\n.*--dmlbench-json"):
         read_results(path)
+
+
+def test_results_file_of_schema_1_is_a_clear_error_and_stays_byte_identical(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    write_results(path, make_run([make_case("bench_cases/test_x.py::test_y", world_size=2)]))
+    old = path.read_bytes().replace(b'"schema": 2', b'"schema": 1')
+    path.write_bytes(old)
+    with pytest.raises(BaselineError) as info:
+        read_results(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: written by an older pytest-dmlbench (schema 1")
+    assert "--dmlbench-json" in message and "pip install 'pytest-dmlbench<0.3'" in message
+    assert path.read_bytes() == old
+    path.write_bytes(old.replace(b'"schema": 1', b'"schema": 2'))  # negative control: the same file at schema 2
+    assert read_results(path).cases[0].world_size == 2

@@ -119,8 +119,8 @@ def _nightly_ref(tmp_path: Path, baselines: dict[str, str], **env: str) -> str:
         (repo / "f.txt").write_text(message)
         subprocess.run(["git", *ident, "add", "-A"], cwd=repo, check=True)
         subprocess.run(["git", *ident, "commit", "-q", "-m", message], cwd=repo, check=True)
-    for name, text in baselines.items():
-        (repo / "baselines" / "m").mkdir(parents=True, exist_ok=True)
+    for name, text in baselines.items():  # name: the path under baselines/<machine-key>/
+        (repo / "baselines" / "m" / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / "baselines" / "m" / name).write_text(text)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -138,6 +138,8 @@ def test_nightly_chooses_its_ref(tmp_path: Path) -> None:
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     assert _nightly_ref(tmp_path / "a", {}, DMLBENCH_AGAINST="v1.0") == "v1.0"
     assert _nightly_ref(tmp_path / "b", {}, DMLBENCH_LAST_GREEN=head) == head  # not this repo's HEAD there
-    assert _nightly_ref(tmp_path / "c", {"x.json": '{"run": {"commit": "abc"}}'}) == "baseline"
-    assert _nightly_ref(tmp_path / "d", {"x.json": '{"run": {}}'}) == "HEAD~1"  # files saved before commits
+    new_layout = "ws4-gloo-fork-persistent/x.json"
+    assert _nightly_ref(tmp_path / "c", {new_layout: '{"run": {"commit": "abc"}}'}) == "baseline"
+    assert _nightly_ref(tmp_path / "d", {new_layout: '{"run": {}}'}) == "HEAD~1"  # files saved before commits
+    assert _nightly_ref(tmp_path / "f", {"x.json": '{"run": {"commit": "abc"}}'}) == "baseline"  # older layout
     assert _nightly_ref(tmp_path / "e", {}, DMLBENCH_LAST_GREEN="HEAD") == "HEAD~1"  # nothing new since green

@@ -1,4 +1,5 @@
-"""Baselines end to end: save, compare unchanged, injected slowdown, corrupt files, xdist saves, reports."""
+"""Baselines end to end: save, compare unchanged, injected slowdown, corrupt files, identities, xdist saves,
+reports."""
 
 from __future__ import annotations
 
@@ -41,22 +42,33 @@ def project(tmp_path: Path) -> Path:
 
 
 def baseline_files(folder: Path) -> list[Path]:
-    return sorted((folder / "baselines").glob("*/*.json"))
+    """The saved baselines: ``baselines/<machine-key>/<identity>/<case>.json``."""
+    return sorted((folder / "baselines").glob("*/*/*.json"))
+
+
+SAVES = 3  # saved runs before the stored rule judges a figure timed per round (its min_runs)
+
+
+def save(folder: Path, *args: str, **env: str) -> None:
+    """Save the baselines SAVES times, each a run of its own, as `ci/refresh_baselines.sh` does."""
+    for _ in range(SAVES):
+        saved = run_pytest(folder, "--dmlbench", "--dmlbench-save", *args, **env)
+        assert saved.returncode == 0, saved.output
 
 
 def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None:
-    saved = run_pytest(project, "--dmlbench", "--dmlbench-save")
-    assert saved.returncode == 0, saved.output
+    save(project)
     files = baseline_files(project)
-    assert len(files) == 2
+    assert len(files) == 2 and {f.parent.name for f in files} == {"ws2-gloo-fork-persistent"}
     stored = json.loads(files[0].read_text())
-    assert stored["schema"] == 1 and len(stored["cases"][0]["metrics"]["step_time_s"]["samples"]) == 15
+    assert stored["schema"] == 2 and len(stored["cases"][0]["metrics"]["step_time_s"]["samples"]) == 15
+    assert stored["run"]["launcher"] == "fork" and stored["run"]["isolation"] == "persistent"
 
     again = run_pytest(project, "--dmlbench", "--dmlbench-json", "results.json")
     assert again.returncode == 0, again.output
     again.lines.fnmatch_lines(["*test_step*throughput_samples_per_s*unchanged*", "verdicts:*unchanged*"])
     results = json.loads((project / "results.json").read_text())
-    assert results["schema"] == 1
+    assert results["schema"] == 2
     assert {"cpu_model", "logical_cores", "torch", "backend"} <= set(results["machine"])
     assert results["run"]["world_size"] == 2
     case = results["cases"][0]
@@ -68,13 +80,14 @@ def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None
 
 
 def test_injected_slowdown_fails_the_item_and_junit_records_it(project: Path) -> None:
-    assert run_pytest(project, "--dmlbench", "--dmlbench-save").returncode == 0
+    save(project)
     slow = run_pytest(project, "--dmlbench", "--junitxml", "junit.xml", SLOWDOWN="2.5")
     assert slow.returncode == 1, slow.output
     slow.lines.fnmatch_lines([
-        "*step_time_s regressed: median * ms -> * ms (ratio ?.*, +*% worse; threshold 50%), one-sided "
-        "t-test on log block medians p=* < alpha 0.01 (3 baseline vs 3 current blocks of rounds*",
-        "*refresh the baseline: pytest --dmlbench ?test_bench.py::test_step?a?? --dmlbench-save*",
+        "*step_time_s regressed*threshold 50*one-sided t-test on log block medians p=* < alpha 0.01 "
+        "(3 baseline vs 3 current blocks of rounds*",
+        "*refresh the baseline: pytest --dmlbench --world-size 2 --dmlbench-backend gloo ?test_bench.py::test_step?a?? "
+        "--dmlbench-save*",
         "*2 failed*",
     ])
     failures = [case for case in ET.parse(project / "junit.xml").iter("testcase") if case.find("failure") is not None]
@@ -84,7 +97,7 @@ def test_injected_slowdown_fails_the_item_and_junit_records_it(project: Path) ->
 
 def test_negative_control_same_code_is_not_flagged(project: Path) -> None:
     """The slowdown test above must be caused by the slowdown: the same run without it passes."""
-    assert run_pytest(project, "--dmlbench", "--dmlbench-save").returncode == 0
+    save(project)
     same = run_pytest(project, "--dmlbench", SLOWDOWN="1")
     assert same.returncode == 0, same.output
 
@@ -95,7 +108,7 @@ def test_corrupt_baseline_is_a_clear_error_and_the_file_is_untouched(project: Pa
     (target,) = baseline_files(project)
     text = target.read_text()
     broken = {"garbage": "not json at all", "truncated": text[: len(text) // 2],
-              "old-schema": text.replace('"schema": 1', '"schema": 0', 1)}[damage]
+              "old-schema": text.replace('"schema": 2', '"schema": 0', 1)}[damage]
     target.write_text(broken)
     result = run_pytest(project, "--dmlbench", ONLY_A)
     assert result.returncode == 1
@@ -105,11 +118,58 @@ def test_corrupt_baseline_is_a_clear_error_and_the_file_is_untouched(project: Pa
     assert target.read_text() == broken
     # Only an explicit save replaces it.
     assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
-    assert json.loads(target.read_text())["schema"] == 1
+    assert json.loads(target.read_text())["schema"] == 2
+
+
+TINY = """
+    import pytest
+
+    @pytest.mark.dmlbench
+    def test_tiny(dist, dmlbench):
+        dmlbench.pedantic(lambda: None, rounds=4, warmup=0)
+"""
+
+
+def test_baselines_of_another_world_size_make_every_verdict_new_naming_them(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_tiny.py": TINY, "pytest.ini": INI})
+    assert run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-save").returncode == 0
+    (saved,) = baseline_files(tmp_path)
+    assert saved.parent.name == "ws2-gloo-fork-persistent"
+    at_ws1 = run_pytest(tmp_path, "--dmlbench", "--world-size", "1", "--dmlbench-json", "ws1.json")
+    assert at_ws1.returncode == 0, at_ws1.output
+    (case,) = json.loads((tmp_path / "ws1.json").read_text())["cases"]
+    assert case["world_size"] == 1 and case["verdicts"]
+    for verdict in case["verdicts"]:
+        assert verdict["kind"] == "new"
+        assert ("no baseline at world size 1, launcher fork, isolation persistent on this machine (this case has "
+                "baselines for: ws2-gloo-fork-persistent); save one with: pytest --dmlbench --world-size 1 "
+                "--dmlbench-backend gloo test_tiny.py::test_tiny --dmlbench-save") in verdict["message"]
+    # negative control: at world size 2 the same case is compared with its baseline
+    at_ws2 = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-json", "ws2.json")
+    assert at_ws2.returncode == 0, at_ws2.output
+    (case,) = json.loads((tmp_path / "ws2.json").read_text())["cases"]
+    assert case["verdicts"] and all(v["kind"] != "new" for v in case["verdicts"])
+    assert baseline_files(tmp_path) == [saved]  # comparing wrote nothing
+
+
+def test_old_layout_files_are_reported_and_left_alone(project: Path) -> None:
+    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
+    (saved,) = baseline_files(project)
+    old = saved.parent.parent / saved.name  # where pytest-dmlbench 0.2 kept it
+    old.write_bytes(saved.read_bytes().replace(b'"schema": 2', b'"schema": 1'))
+    before = old.read_bytes()
+    saved.unlink()
+    result = run_pytest(project, "--dmlbench", ONLY_A, "--dmlbench-json", "r.json")
+    assert result.returncode == 0, result.output
+    result.lines.fnmatch_lines(["*BaselineWarning: 1 baseline file of an older layout (schema 1) is in *"])
+    (case,) = json.loads((project / "r.json").read_text())["cases"]
+    assert {v["kind"] for v in case["verdicts"]} == {"new"}
+    assert "1 baseline file of an older layout (schema 1) is in" in case["verdicts"][0]["message"]
+    assert old.read_bytes() == before and baseline_files(project) == []
 
 
 def test_new_cases_and_no_compare(project: Path) -> None:
-    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
+    save(project, ONLY_A)
     result = run_pytest(project, "--dmlbench")
     assert result.returncode == 0, result.output
     result.lines.fnmatch_lines(["verdicts: 3 new, 3 unchanged"])
@@ -119,7 +179,7 @@ def test_new_cases_and_no_compare(project: Path) -> None:
 
 
 def test_improvement_is_reported_and_fails_only_when_asked(project: Path) -> None:
-    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A, SLOWDOWN="2.5").returncode == 0
+    save(project, ONLY_A, SLOWDOWN="2.5")
     faster = run_pytest(project, "--dmlbench", ONLY_A)
     assert faster.returncode == 0, faster.output
     faster.lines.fnmatch_lines(["*improvement*"])
@@ -130,8 +190,7 @@ def test_improvement_is_reported_and_fails_only_when_asked(project: Path) -> Non
 
 def test_xdist_workers_save_and_compare_without_losing_cases(tmp_path: Path) -> None:
     write_files(tmp_path, **{"test_bench.py": CASES.replace('["a", "b"]', 'list("abcdef")'), "pytest.ini": INI})
-    saved = run_pytest(tmp_path, "--dmlbench", "--dmlbench-save", "-n", "2")
-    assert saved.returncode == 0, saved.output
+    save(tmp_path, "-n", "2")
     assert len(baseline_files(tmp_path)) == 6
     compared = run_pytest(tmp_path, "--dmlbench", "-n", "2", "--dmlbench-json", "r.json")
     assert compared.returncode == 0, compared.output

@@ -75,7 +75,7 @@ def test_experiments_run_are_measured_saved_and_judged(tmp_path: Path) -> None:
     write_fake_cifar(tmp_path / "cifar", train_images=15)
     saved = run_pytest(tmp_path, "--dmlbench", "--dmlbench-save", "dmlbench_exp.yaml")
     assert saved.returncode == 0, saved.output
-    assert sorted(p.name for p in (tmp_path / "baselines").glob("*/*.json")), "nothing was saved"
+    assert sorted(p.name for p in (tmp_path / "baselines").glob("*/*/*.json")), "nothing was saved"
 
     run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-json", "results.json")
     assert run.returncode == 1, run.output
@@ -91,7 +91,12 @@ def test_experiments_run_are_measured_saved_and_judged(tmp_path: Path) -> None:
     for nodeid, case in cases.items():
         assert set(case["metrics"]) >= METRICS, nodeid
         assert case["world_size"] == 2 and case["outcome"] == "passed"
-        assert {v["kind"] for v in case["verdicts"]} == {"unchanged"}, (nodeid, case["verdicts"])
+        # saved once: exact counts (bytes, peak memory) are judged, timed and one-reading figures are
+        # inconclusive and say why (no saved run-to-run noise yet, or too few readings for a test)
+        kinds = {v["metric"]: v["kind"] for v in case["verdicts"]}
+        assert kinds["comm_bytes_per_step"] == kinds["peak_rss_mb"] == "unchanged", (nodeid, kinds)
+        assert kinds["epoch_time_s"] == kinds["accuracy"] == "inconclusive", (nodeid, kinds)
+        assert all("not tested" in v["message"] for v in case["verdicts"] if v["kind"] == "inconclusive")
 
     learns = cases["dmlbench_exp.yaml::learns[strategy=allreduce]"]
     assert learns["params"]["strategy"] == "allreduce" and learns["params"]["model"] == "mlp"

@@ -47,3 +47,12 @@ def test_a_block_sets_the_rounds_of_pedantic_and_of_train() -> None:
     trained.train(step, [(torch.randn(2, 4), torch.randn(2, 1))], global_batch_size=2,
                   loss_fn=torch.nn.functional.mse_loss, rounds=50)
     assert len(trained.metrics["step_time_s"].samples) == 12
+
+
+def test_a_block_sets_the_rounds_of_collective(world1: None) -> None:
+    bench = RankBench(LOCAL, BUDGET)
+    bench.collective("all_reduce", 1024, iters=2, warmup=0, rounds=50)  # the case's own rounds give way
+    assert {len(m.samples) for m in bench.metrics.values()} == {3}
+    unbudgeted = RankBench(LOCAL)  # negative control: outside a block the case's own count holds
+    unbudgeted.collective("all_reduce", 1024, iters=2, warmup=0, rounds=7)
+    assert {len(m.samples) for m in unbudgeted.metrics.values()} == {7}

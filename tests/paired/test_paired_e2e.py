@@ -87,20 +87,20 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     assert run.returncode == 1, run.output
     assert user_state(project) == before  # REF ran from its own worktree; nothing of the user's changed
     run.lines.fnmatch_lines([
-        "*step_time_s regressed against REF HEAD (*): block medians * ms (REF) -> * ms (working tree), +*% worse; "
-        "ratio * ?98% CI *?, one-sided paired t-test p=* (H1: working tree worse)* over * block pairs, alpha 0.01; "
-        "threshold 50%; per-pair noise *%, smallest slowdown detectable at 95% with these pairs *%; first stage *",
-        "Reproduce: pytest --dmlbench --world-size 2 --dmlbench-against * test_cases.py::test_slowed",
+        "*step_time_s regressed against REF HEAD (*): * ms -> * ms, x* slower; threshold 50 %; "
+        "ratio * ?98% CI *? (A/B in the bad direction), one-sided paired t-test p=* (H1: working tree worse) over "
+        "* block pairs, alpha 0.01; per-pair noise *%; first stage of * block pairs: ratio *, confirmed yes *",
+        "Reproduce: pytest --dmlbench --world-size 2 --dmlbench-backend gloo --dmlbench-against * "
+        "test_cases.py::test_slowed",
     ])
     # 8 -> 16 inputs: (16*2 + 2) / (8*2 + 2) floats of gradient, exactly, with no test needed
-    run.lines.fnmatch_lines(["*comm_bytes_per_step regressed against REF HEAD (*): 72 B (REF) -> 136 B "
-                             "(working tree), +88.89% worse; threshold 50%; a single-reading figure, compared "
-                             "exactly*"])
+    run.lines.fnmatch_lines(["*comm_bytes_per_step regressed against REF HEAD (*): 72 B -> 136 B, +88.9 % larger; "
+                             "threshold 50 %; a single-reading figure, compared exactly*"])
     run.lines.fnmatch_lines([
-        "*= dmlbench paired =*",
+        "*= dmlbench gate =*",
         "test_cases.py::test_same: step_time_s unchanged*block pairs *",
-        "test_cases.py::test_slowed: step_time_s regression x*block pairs *+*",
-        "test_cases.py::test_bytes:*comm_bytes_per_step regression x1.889*",
+        "test_cases.py::test_slowed: step_time_s regression x* slower*block pairs *+*",
+        "test_cases.py::test_bytes:*comm_bytes_per_step regression +88.9 % larger*",
         "test_cases.py::test_new: *step_time_s new*(new: not in REF)",
         "removed: 1 case(s) REF has and the working tree does not:",
         "  test_cases.py::test_removed",
@@ -122,8 +122,8 @@ def test_negative_control_the_same_change_passes_under_a_threshold_it_does_not_r
     run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "-k", "slowed or bytes", timeout=900,
                      CASE_THRESHOLD="1000")
     assert run.returncode == 0, run.output
-    run.lines.fnmatch_lines(["test_cases.py::test_slowed: step_time_s unchanged x*",
-                             "test_cases.py::test_bytes:*comm_bytes_per_step unchanged x1.889*"])
+    run.lines.fnmatch_lines(["test_cases.py::test_slowed: step_time_s unchanged x* slower*",
+                             "test_cases.py::test_bytes:*comm_bytes_per_step unchanged +88.9 % larger*"])
 
 
 def test_saved_baselines_record_their_commit_and_baseline_re_measures_it(project: Path) -> None:
@@ -134,7 +134,7 @@ def test_saved_baselines_record_their_commit_and_baseline_re_measures_it(project
     saved = run_pytest(project, "--dmlbench", "-k", "same", "--dmlbench-save", "--dmlbench-baseline-dir", str(store))
     assert saved.returncode == 0, saved.output
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
-    files = list(store.glob("*/*.json"))
+    files = list(store.glob("*/*/*.json"))
     assert [json.loads(f.read_text())["run"]["commit"] for f in files] == [head]
     run = run_pytest(project, "--dmlbench", "-k", "same", "--dmlbench-against", "baseline",
                      "--dmlbench-baseline-dir", str(store), timeout=600)

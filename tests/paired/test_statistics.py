@@ -11,13 +11,15 @@ from scipy import stats
 from pytest_dmlbench.paired.statistics import (
     SequentialRule,
     SingleReading,
-    block_median,
     estimate,
     is_clear,
     judge,
     log_ratios,
-    student_t_quantile,
+    pair_values,
+    scale_for,
 )
+from pytest_dmlbench.stats import median as block_median
+from pytest_dmlbench.student_t import student_t_quantile
 
 
 def test_log_ratios_point_the_bad_way_for_both_directions() -> None:
@@ -131,3 +133,22 @@ def test_single_readings_compare_exactly() -> None:
     little = SingleReading(4100.0, 4096.0, "lower", 10.0)
     assert little.changed and little.kind() == "unchanged"
     assert SingleReading(2.0, 0.0, "lower", 10.0).kind() == "regression"
+
+
+def test_fractions_are_judged_on_their_difference_in_percentage_points() -> None:
+    assert scale_for("fraction") == "points" and scale_for("s") == "ratio"
+    a = [0.30, 0.31, 0.29, 0.30, 0.31, 0.30]  # exposed communication 10 pp higher in A
+    b = [0.20, 0.21, 0.19, 0.20, 0.20, 0.21]
+    values, dropped = pair_values(a, b, "lower", "points")
+    assert dropped == 0 and values == pytest.approx([x - y for x, y in zip(a, b, strict=True)])
+    est = estimate(values, 0.01, "points")
+    assert est is not None and est.scale == "points"
+    assert judge(est, 5.0) == "regression"  # 10 pp beyond a 5 pp threshold
+    assert judge(est, 15.0) == "unchanged"  # negative control: within a 15 pp threshold
+    zeros = pair_values([0.0, 0.0, 0.01], [0.0, 0.01, 0.0], "lower", "points")[0]
+    assert len(zeros) == 3  # zero fractions have a difference where they have no ratio
+    assert log_ratios([0.0, 0.0, 0.01], [0.0, 0.01, 0.0], "lower")[1] == 3
+    accuracy_drop = estimate(pair_values([0.80] * 3 + [0.81] * 3, [0.90] * 3 + [0.91] * 3, "higher", "points")[0],
+                             0.01, "points")
+    assert accuracy_drop is not None and accuracy_drop.mean_log == pytest.approx(0.10)
+    assert accuracy_drop.detectable_pct() >= 0.0

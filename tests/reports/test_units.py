@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dmlbench.baseline import compare
+from pytest_dmlbench.gates import wording
 from pytest_dmlbench.table import wrap_nodeid
 from pytest_dmlbench.units import format_quantity, natural_key, parse_size, scale_for
 
@@ -35,7 +35,7 @@ def test_format_quantity(value: float | None, unit: str, text: str) -> None:
 
 
 def test_verdict_messages_and_the_table_share_one_formatter() -> None:
-    assert compare.format_quantity is format_quantity
+    assert wording.format_quantity is format_quantity
     scale = scale_for("s", 0.0123)
     assert scale.quantity(0.0123) == format_quantity(0.0123, "s")
     assert scale.quantity(0.0004) == "0.4 ms"  # IQR in the median's unit, not rescaled on its own

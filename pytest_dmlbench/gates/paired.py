@@ -1,0 +1,382 @@
+"""The paired gate: interleave A's (working tree) and B's (REF) blocks of every case and judge the pairs.
+
+Per case, after its ordinary run on the working tree (a short calibration run,
+:data:`~pytest_dmlbench.measure.rounds.CALIBRATION_BUDGET`, which checks the case and sizes the blocks):
+a short warm-up block of B, then block pairs, A and B in an order drawn at random for each pair, until every
+judged metric is clear, the cap is reached (:class:`~pytest_dmlbench.paired.statistics.SequentialRule`) or
+the case's pair budget is spent. A metric flagged in that stage is measured again in a second, independent
+stage and fails the item only when that stage flags it too.
+
+Every figure a block records is judged on block pairs, one-reading figures included (each block re-runs the
+body, so each block reads them again): times and rates on their ratio, fractions on their difference in
+percentage points. Figures recorded in the pytest process (``dmlbench_metrics``, ``framework: ray_train``
+experiments) are re-measured the same way, one whole call of the test function per block on each side.
+Single-reading figures (bytes per step, peak memory) are compared directly. What cannot be tested (too few
+usable pairs, the per-case pair budget spent before the result was clear or confirmed, a REF too old to
+re-measure in-process figures) is ``inconclusive``, with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dmlbench.baseline.compare import SINGLE_READING_METRICS
+from pytest_dmlbench.config import DmlbenchConfig
+from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
+from pytest_dmlbench.gates.paired_plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
+from pytest_dmlbench.gates.wording import Decision, detectable_text, word
+from pytest_dmlbench.measure.rounds import BlockBudget
+from pytest_dmlbench.paired.client import RefLaunch, RefProcess
+from pytest_dmlbench.paired.statistics import (
+    PairedEstimate,
+    Scale,
+    SequentialRule,
+    SingleReading,
+    estimate,
+    is_clear,
+    judge,
+    pair_values,
+    scale_for,
+)
+from pytest_dmlbench.paired.worktree import RefError, Worktree
+from pytest_dmlbench.results import CaseResult, Direction, MetricResult, Verdict, VerdictKind
+from pytest_dmlbench.stats import median
+from pytest_dmlbench.student_t import DEFAULT_ALPHA
+
+
+@dataclass
+class Stage:
+    """Block medians of one stage, per metric, A and B side by side (one entry per pair)."""
+
+    a: dict[str, list[float]] = field(default_factory=dict)
+    b: dict[str, list[float]] = field(default_factory=dict)
+    a_first: list[bool] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> int:
+        return len(self.a_first)
+
+    def usable(self, name: str, scale: Scale) -> bool:
+        """Whether every pair of ``name`` has a ratio (positive medians) or a difference (finite ones)."""
+        values = self.a.get(name, []) + self.b.get(name, [])
+        if not values or not all(math.isfinite(v) for v in values):
+            return False
+        return scale == "points" or all(v > 0 for v in values)
+
+    def estimate(self, name: str, better: Direction, scale: Scale, alpha: float) -> PairedEstimate | None:
+        values, _ = pair_values(self.a[name], self.b[name], better, scale)
+        return estimate(values, alpha, scale)
+
+
+class BlockFailed(Exception):
+    """A block did not pass on one side; the message says which and why."""
+
+
+@dataclass
+class CaseJudgement:
+    """Everything the gate found for one case (kept for the summary and the results JSON)."""
+
+    nodeid: str
+    verdicts: list[Verdict] = field(default_factory=list)
+    stages: list[int] = field(default_factory=list)  # pairs per stage
+    plan: BlockPlan | None = None
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    budget_spent: bool = False
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A figure judged on block pairs: its direction, unit and comparison scale."""
+
+    name: str
+    better: Direction
+    unit: str
+
+    @property
+    def scale(self) -> Scale:
+        return scale_for(self.unit)
+
+
+class PairedGate:
+    """A's side; registered as a pytest plugin for its lifecycle (start B, wait for its cases, summary)."""
+
+    def __init__(self, settings: DmlbenchConfig, launch: RefLaunch, tree: Worktree,
+                 rule: SequentialRule | None = None, alpha: float = DEFAULT_ALPHA) -> None:
+        self.settings = settings
+        self.launch = launch
+        self.tree = tree
+        self.rule = rule or SequentialRule()
+        self.alpha = alpha
+        self.budget_s = settings.pair_budget_s
+        self.ref = RefProcess(launch)
+        self.ref_cases: dict[str, str] = {}  # case key -> B's node id
+        self.a_cases: dict[str, str] = {}  # case key -> A's node id
+        self.judgements: list[CaseJudgement] = []
+        self.rng = random.Random()
+
+    @property
+    def against(self) -> str:
+        return f"REF {self.launch.label}"
+
+    # -- lifecycle --
+    def collected(self, items: Sequence[tuple[str, Path]]) -> None:
+        """A's cases (node id, file), before A's worlds start: B starts now, so both start together."""
+        self.a_cases = {case_key(nodeid, path, self.launch.repo_root): nodeid for nodeid, path in items}
+        if self.a_cases:
+            self.ref.start()
+
+    def ready(self) -> None:
+        """After A's worlds started: wait for B's announcement of its cases."""
+        if not self.a_cases:
+            return
+        try:
+            hello = self.ref.wait_hello()
+        except RefError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.ref_cases = {case_key(c["nodeid"], Path(c["file"]), self.launch.worktree): c["nodeid"]
+                          for c in hello["cases"]}
+
+    def close(self) -> None:
+        self.ref.close()
+
+    def summary_lines(self) -> list[str]:
+        """REF, each case's verdicts in one line, the cases on one side only."""
+        if not self.a_cases or self.ref.hello is None:
+            return []
+        hello = self.ref.hello
+        lines = [f"REF {self.launch.label}: worktree {self.tree.path}, pytest-dmlbench "
+                 f"{hello.get('plugin_version', '?')} from {hello.get('plugin_file', '?')}"]
+        for judgement in self.judgements:
+            parts = [f"{v.metric} {v.kind}" + (f" {v.change}" if v.change else "") for v in judgement.verdicts]
+            stages = "+".join(str(n) for n in judgement.stages) or "0"
+            notes = f" ({'; '.join(judgement.notes)})" if judgement.notes else ""
+            plan = judgement.plan
+            size = "no blocks" if plan is None else f"blocks of {plan.rounds} rounds x {plan.iterations} call(s)"
+            lines.append(f"{judgement.nodeid}: {', '.join(parts) or 'no figures'}; block pairs {stages}, "
+                         f"{size}, {judgement.seconds:.1f} s{notes}")
+        removed = sorted(nodeid for key, nodeid in self.ref_cases.items() if key not in self.a_cases)
+        if removed:
+            lines.append(f"removed: {len(removed)} case(s) REF has and the working tree does not:")
+            lines.extend(f"  {nodeid}" for nodeid in removed)
+        pairs = [sum(j.stages) for j in self.judgements if j.stages]
+        if pairs:
+            lines.append(f"block pairs per case: median {median(pairs):g}, min {min(pairs)}, max {max(pairs)}")
+        return lines
+
+    # -- one case --
+    def judge(self, item: JudgedItem, result: CaseResult) -> GateDecision:
+        judgement = CaseJudgement(item.nodeid)
+        self.judgements.append(judgement)
+        begin = time.monotonic()
+        problem = None
+        try:
+            self._judge(item, result, judgement, begin)
+        except BlockFailed as exc:
+            judgement.notes.append(str(exc).splitlines()[0])
+            problem = str(exc)
+        except RefError as exc:
+            judgement.notes.append("REF stopped serving blocks")
+            problem = str(exc)
+        judgement.seconds = time.monotonic() - begin
+        plan = judgement.plan or BlockPlan(0, 0)
+        extra = {"paired": {
+            "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": plan.rounds,
+            "block_iterations": plan.iterations, "pairs_per_stage": judgement.stages, "notes": judgement.notes,
+            "seconds": judgement.seconds, "budget_spent": judgement.budget_spent,
+        }}
+        return GateDecision(list(judgement.verdicts), extra=extra, problem=problem)
+
+    def _threshold(self, case: CaseResult) -> float:
+        return self.settings.threshold_pct if case.threshold_pct is None else case.threshold_pct
+
+    def reproduce(self, item: JudgedItem) -> str:
+        return " ".join(["pytest --dmlbench", *item.run_options, "--dmlbench-against", self.tree.commit[:12],
+                         shlex.quote(item.nodeid)])
+
+    def _decision(self, item: JudgedItem, metric: MetricResult, kind: VerdictKind, reference: float | None,
+                  current: float | None, threshold: float, evidence: str, **more: Any) -> Verdict:
+        assert metric.better is not None
+        remedy = f"Reproduce: {self.reproduce(item)}" if kind == "regression" else ""
+        return word(Decision(metric.name, kind, metric.unit, metric.better, reference, current, threshold,
+                             self.against, evidence, remedy=remedy, **more))
+
+    def _judge(self, item: JudgedItem, case: CaseResult, judgement: CaseJudgement, begin: float) -> None:
+        threshold = self._threshold(case)
+        directed = {n: m for n, m in case.metrics.items() if m.better is not None}
+        if item.in_process and not (self.ref.hello or {}).get("in_process_blocks"):
+            judgement.notes.append("in-process figures: REF cannot re-measure them")
+            version = (self.ref.hello or {}).get("plugin_version", "?")
+            judgement.verdicts = [self._decision(
+                item, m, "inconclusive", None, median(m.samples), threshold,
+                f"recorded in the pytest process, and REF's pytest-dmlbench ({version}) predates re-measuring "
+                "such figures in blocks; they are judged once REF holds a pytest-dmlbench that does")
+                for m in directed.values()]
+            return
+        if case_key(item.nodeid, item.path, self.launch.repo_root) not in self.ref_cases:
+            judgement.notes.append("new: not in REF")
+            judgement.verdicts = [self._decision(item, m, "new", None, median(m.samples), threshold,
+                                                 f"REF {self.launch.label} has no {item.nodeid}")
+                                  for m in directed.values()]
+            return
+        plan = block_plan(case)
+        judgement.plan = plan
+        warm = self._ref_block(item, plan.warm_up())  # B's warm-up: discarded, tells which metrics B records
+        timed = [Timed(n, m.better, m.unit) for n, m in directed.items()
+                 if n not in SINGLE_READING_METRICS and m.better is not None and n in warm]
+        readings: list[dict[str, Any]] = []
+        first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement)
+        judgement.stages.append(first.pairs)
+        kinds = {t.name: self._kind(first, t, threshold) for t in timed}
+        failing_kinds = {"regression", "improvement"} if self.settings.fail_on_improvement else {"regression"}
+        flagged = [t for t in timed if kinds[t.name] in failing_kinds]  # only what would fail is confirmed
+        confirm: Stage | None = None
+        if flagged and self.rule.confirm:
+            confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement)
+            judgement.stages.append(confirm.pairs)
+        verdicts = [self._timed_verdict(item, case.metrics[t.name], t, kinds[t.name], first,
+                                        confirm if t in flagged else None, threshold, judgement.budget_spent)
+                    for t in timed]
+        missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm]
+        verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples),
+                                    threshold, f"REF {self.launch.label}'s case does not record {n}")
+                     for n in missing]
+        verdicts += self._single_verdicts(item, directed, readings, threshold)
+        judgement.verdicts = verdicts
+
+    def _ref_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
+        ref_nodeid = self.ref_cases[case_key(item.nodeid, item.path, self.launch.repo_root)]
+        answer = self.ref.block(ref_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0)
+        if answer["status"] != "passed":
+            raise BlockFailed(f"{item.nodeid}: not compared with REF {self.launch.label}: the case "
+                              f"{answer['status']} there.\n{answer.get('message', '')}")
+        return dict(answer["metrics"])
+
+    def _own_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
+        result = item.measure(BlockBudget(plan.rounds, BLOCK_WARMUP, plan.iterations))
+        if result.status != "passed":
+            raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {result.status} after its "
+                              f"ordinary run passed.\n{result.message}")
+        return result.metrics
+
+    def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed]) -> dict[str, Any]:
+        a_first = self.rng.random() < 0.5
+        if a_first:
+            a = self._own_block(item, plan)
+            b = self._ref_block(item, plan)
+        else:
+            b = self._ref_block(item, plan)
+            a = self._own_block(item, plan)
+        stage.a_first.append(a_first)
+        for t in timed:
+            stage.a.setdefault(t.name, []).append(median(a.get(t.name, {}).get("samples", [])))
+            stage.b.setdefault(t.name, []).append(median(b.get(t.name, {}).get("samples", [])))
+        return {"a": a, "b": b}
+
+    def _run_stage(self, item: JudgedItem, plan: BlockPlan, timed: Sequence[Timed], threshold: float,
+                   readings: list[dict[str, Any]], begin: float, judgement: CaseJudgement) -> Stage:
+        """Pairs until every metric is clear, the cap, or the budget (never fewer than the minimum, and at
+        least one pair: the single-reading figures are read from the pairs)."""
+        stage = Stage()
+        while True:
+            active = [t for t in timed if stage.usable(t.name, t.scale)]
+            estimates = [stage.estimate(t.name, t.better, t.scale, self.alpha) for t in active] if stage.pairs else []
+            if stage.pairs and not timed:
+                return stage
+            if not self.rule.wants_more(estimates, threshold, stage.pairs):
+                return stage
+            if time.monotonic() - begin > self.budget_s:
+                judgement.budget_spent = True
+                judgement.notes.append(f"pair budget of {self.budget_s:g} s spent after {stage.pairs} pairs")
+                return stage
+            readings.append(self._pair(item, plan, stage, timed))
+
+    def _kind(self, stage: Stage, t: Timed, threshold: float) -> str:
+        if not stage.usable(t.name, t.scale):
+            return "inconclusive"
+        est = stage.estimate(t.name, t.better, t.scale, self.alpha)
+        return "inconclusive" if est is None else judge(est, threshold)
+
+    def _timed_verdict(self, item: JudgedItem, metric: MetricResult, t: Timed, kind: Any, first: Stage,
+                       confirm: Stage | None, threshold: float, budget_spent: bool) -> Verdict:
+        a_all = first.a.get(t.name, []) + (confirm.a.get(t.name, []) if confirm else [])
+        b_all = first.b.get(t.name, []) + (confirm.b.get(t.name, []) if confirm else [])
+        a_med, b_med = median(a_all), median(b_all)
+        decisive = confirm if confirm is not None else first
+        if confirm is not None and budget_spent and confirm.pairs < self.rule.min_pairs:
+            return self._decision(item, metric, "inconclusive", b_med, a_med, threshold,
+                                  f"flagged {kind} by the first stage of {first.pairs} block pairs, but the pair "
+                                  f"budget of {self.budget_s:g} s ran out after {confirm.pairs} confirmation pairs "
+                                  f"(--dmlbench-pair-budget raises it)")
+        if not decisive.usable(t.name, t.scale):
+            why = ("block medians not all positive, so no ratio exists" if t.scale == "ratio"
+                   else "block medians not all finite")
+            return self._decision(item, metric, "inconclusive", b_med, a_med, threshold,
+                                  f"no paired test over {decisive.pairs} block pairs: {why}")
+        est = decisive.estimate(t.name, t.better, t.scale, self.alpha)
+        if est is None:
+            return self._decision(item, metric, "inconclusive", b_med, a_med, threshold,
+                                  f"too few usable block pairs ({decisive.pairs}) for a paired test")
+        evidence = _evidence(est, decisive.pairs, metric.unit)
+        if confirm is not None:
+            first_est = first.estimate(t.name, t.better, t.scale, self.alpha) if first.usable(t.name, t.scale) else None
+            evidence += (f"; first stage of {first.pairs} block pairs: "
+                         + (_estimate_text(first_est, metric.unit) if first_est else "too few usable pairs")
+                         + f", confirmed {'yes' if judge(est, threshold) == kind else 'no'} by the second stage")
+            if judge(est, threshold) != kind:
+                kind = "unchanged"  # not confirmed by the independent second stage
+        if kind == "unchanged" and budget_spent and not is_clear(est, threshold):
+            kind = "inconclusive"
+            evidence += "; the pair budget was spent before the interval was clear of the threshold"
+        p = est.p_better if kind == "improvement" else est.p_worse
+        return self._decision(item, metric, kind, b_med, a_med, threshold, evidence, p_value=p,
+                              detectable_pct=est.detectable_pct(), runs=decisive.pairs)
+
+    def _single_verdicts(self, item: JudgedItem, directed: dict[str, MetricResult],
+                         readings: list[dict[str, Any]], threshold: float) -> list[Verdict]:
+        verdicts = []
+        for name, metric in directed.items():
+            if name not in SINGLE_READING_METRICS or metric.better is None:
+                continue
+            a_vals = [v for r in readings for v in r["a"].get(name, {}).get("samples", [])]
+            b_vals = [v for r in readings for v in r["b"].get(name, {}).get("samples", [])]
+            if not a_vals or not b_vals:
+                side = "the working tree" if not a_vals else f"REF {self.launch.label}"
+                verdicts.append(self._decision(item, metric, "inconclusive", median(b_vals) if b_vals else None,
+                                               median(a_vals) if a_vals else None, threshold,
+                                               f"no block of {side} recorded it"))
+                continue
+            reading = SingleReading(median(a_vals), median(b_vals), metric.better, threshold)
+            finite = math.isfinite(reading.a) and math.isfinite(reading.b)
+            kind: VerdictKind = reading.kind() if finite else "inconclusive"
+            evidence = (f"a single-reading figure, compared exactly (median over {len(readings)} blocks each side), "
+                        "no statistical test")
+            verdicts.append(self._decision(item, metric, kind, reading.b, reading.a, threshold, evidence,
+                                           detectable_pct=0.0 if kind == "unchanged" else None))
+        return verdicts
+
+
+def _estimate_text(est: PairedEstimate, unit: str) -> str:
+    low, high = est.ci
+    improved = est.mean_log < 0
+    p = est.p_better if improved else est.p_worse
+    if est.scale == "points":
+        return (f"difference {100 * est.mean_log:+.2f} pp [{100 * (1 - 2 * est.alpha):g}% CI "
+                f"{100 * est.ci_low_log:+.2f}, {100 * est.ci_high_log:+.2f}] in the bad direction, one-sided "
+                f"paired t-test p={p:.3g} (H1: working tree {'better' if improved else 'worse'})")
+    return (f"ratio {est.ratio:.3f} [{100 * (1 - 2 * est.alpha):g}% CI {low:.3f}, {high:.3f}] (A/B in the bad "
+            f"direction), one-sided paired t-test p={p:.3g} (H1: working tree {'better' if improved else 'worse'})")
+
+
+def _evidence(est: PairedEstimate, pairs: int, unit: str) -> str:
+    return (f"{_estimate_text(est, unit)} over {pairs} block pairs, alpha {est.alpha:g}; per-pair noise "
+            f"{detectable_text(est.noise_pct, unit)}")

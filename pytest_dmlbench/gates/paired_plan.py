@@ -1,0 +1,57 @@
+"""How the paired gate sizes its blocks and matches A's cases with B's. Pure, no I/O."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_dmlbench.results import CaseResult
+from pytest_dmlbench.stats import median
+
+BLOCK_TARGET_S = 0.2  # measured time one block aims at; short blocks keep the two blocks of a pair close in time
+MIN_ROUND_S = 0.01  # shorter calls are grouped into rounds of about this length
+MIN_BLOCK_ROUNDS = 5
+MAX_BLOCK_ROUNDS = 5000
+BLOCK_WARMUP = 2
+
+
+def case_key(nodeid: str, file: Path, tree: Path) -> str:
+    """How A's and B's cases are matched: the file relative to its tree's root, then the node id's test
+    part (node ids alone depend on each run's rootdir, which pytest derives from its arguments)."""
+    try:
+        relative = file.resolve().relative_to(tree.resolve()).as_posix()
+    except ValueError:
+        relative = file.as_posix()
+    _, sep, name = nodeid.partition("::")
+    return f"{relative}{sep}{name}"
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """Rounds per block, and at least how many calls each round times (``dmlbench(fn)``/``pedantic``)."""
+
+    rounds: int
+    iterations: int = 1
+
+    @classmethod
+    def for_step(cls, step_times: list[float], fallback_rounds: int = MIN_BLOCK_ROUNDS) -> BlockPlan:
+        """About :data:`BLOCK_TARGET_S` of measured time at these steps' median time; calls shorter than
+        :data:`MIN_ROUND_S` are grouped, so that the per-round barrier does not dominate the block."""
+        step = median(step_times)
+        if not (math.isfinite(step) and step > 0):
+            return cls(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, fallback_rounds)))
+        iterations = max(1, math.ceil(MIN_ROUND_S / step))
+        rounds = math.ceil(BLOCK_TARGET_S / (step * iterations))
+        return cls(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, rounds)), iterations)
+
+    def warm_up(self) -> BlockPlan:
+        """B's first block of a case: a few rounds that warm its code paths and tell which metrics it records."""
+        return BlockPlan(min(self.rounds, MIN_BLOCK_ROUNDS), self.iterations)
+
+
+def block_plan(case: CaseResult) -> BlockPlan:
+    """From the ordinary run: its step time, or its own round count when it records no step time."""
+    step = case.metrics.get("step_time_s")
+    counts = [len(m.samples) for m in case.metrics.values() if len(m.samples) > 1]
+    return BlockPlan.for_step(step.samples if step is not None else [], max(counts, default=MIN_BLOCK_ROUNDS))

@@ -1,0 +1,52 @@
+"""The stored gate: judge a finished case against the figures earlier runs saved (``--dmlbench-save``).
+
+The rule is :mod:`pytest_dmlbench.baseline.compare`; the files, their identity and their history are the
+keeper's (:mod:`pytest_dmlbench.baseline.keeper`). ``--dmlbench-save`` stores and judges nothing. Imports
+no pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_dmlbench.baseline.keeper import BaselineKeeper, BaselineOptions
+from pytest_dmlbench.config import DmlbenchConfig
+from pytest_dmlbench.errors import BaselineError
+from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
+from pytest_dmlbench.results import CaseResult
+
+
+class StoredGate:
+    """One per pytest process (controller or xdist worker)."""
+
+    def __init__(self, settings: DmlbenchConfig, run: dict[str, Any]) -> None:
+        self.run = run
+        self.keeper = BaselineKeeper(BaselineOptions(
+            root=settings.baseline_dir, save=settings.save, compare=settings.compare,
+            threshold_pct=settings.threshold_pct, fail_on_improvement=settings.fail_on_improvement,
+            launcher=settings.launcher, isolation=settings.isolation,
+        ))
+
+    def judge(self, item: JudgedItem, result: CaseResult) -> GateDecision:
+        """Save or compare a copy of ``result``; an unusable baseline file is the item's problem."""
+        case = CaseResult.from_dict(result.to_dict())
+        case.extra = {}
+        try:
+            self.keeper.process(case, self.run)
+        except BaselineError as exc:
+            return GateDecision(problem=str(exc))
+        return GateDecision(case.verdicts, notes=list(case.extra.get("notes", [])))
+
+    def collected(self, items: Sequence[tuple[str, Path]]) -> None:
+        """Nothing to prepare: baseline files are read as cases finish."""
+
+    def ready(self) -> None:
+        """Nothing to wait for."""
+
+    def summary_lines(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        """Nothing to release: every save is complete when it returns."""

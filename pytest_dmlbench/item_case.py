@@ -1,0 +1,98 @@
+"""A pytest item as a case for the engine: the one place a :class:`PreparedCase` is built, for the item's
+ordinary run and for every block of the paired gate (on both sides, each with its own plugin version); and
+the block of an item whose figures are recorded in the pytest process (``dmlbench_metrics``).
+
+A block re-runs the body on the world the plugin already keeps for the case's backend and world size, so it
+pays no start-up: only the dispatch (milliseconds) and the body's own set-up, which lies outside the timed
+rounds. ``item`` must be set up (fixtures filled, backend chosen), as it is inside its call phase.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+import pytest
+
+from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder
+from pytest_dmlbench.gates.gate import BlockResult
+from pytest_dmlbench.measure.rounds import BlockBudget
+from pytest_dmlbench.stash_keys import BACKEND_KEY, ENGINE_KEY, LOCAL_METRICS_KEY, SETTINGS_KEY
+from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
+from pytest_dmlbench.world.failure import failure_text
+
+IN_PROCESS_FIXTURE = "dmlbench_metrics"
+
+
+def callspec_params(item: pytest.Item) -> dict[str, Any]:
+    callspec = getattr(item, "callspec", None)
+    return dict(callspec.params) if callspec is not None else {}
+
+
+def collected_case(item: pytest.Function) -> CollectedCase:
+    return CollectedCase(item.nodeid, item.obj, tuple(item._fixtureinfo.argnames), callspec_params(item))
+
+
+def prepared_case(item: pytest.Function, block: BlockBudget | None) -> PreparedCase:
+    """``item`` ready for the engine, with its marker's settings; ``block`` replaces its round counts."""
+    settings = item.stash[SETTINGS_KEY]
+    case = collected_case(item)
+    return PreparedCase(case, funcargs=item.funcargs, world_size=settings.world_size, backend=item.stash[BACKEND_KEY],
+                        timeout_s=settings.timeout_s, uses_bench="dmlbench" in case.argnames,
+                        isolation=settings.isolation, block=block)
+
+
+def run_block(item: pytest.Function, block: BlockBudget) -> BlockResult:
+    """Run ``item``'s body once on its world with ``block``'s round budget; what it measured."""
+    case = prepared_case(item, block)
+    begin = time.monotonic()
+    try:
+        run = item.config.stash[ENGINE_KEY].run(case)
+    except CaseNotRunnable as exc:
+        return BlockResult("failed", message=str(exc), elapsed_s=time.monotonic() - begin)
+    elapsed = time.monotonic() - begin
+    if not run.passed:
+        statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}
+        status = "skipped" if statuses == {"skipped"} else "failed"
+        return BlockResult(status, message=failure_text(run, case.world_size, case.backend), elapsed_s=elapsed)
+    facts = CaseFacts(item.nodeid, {}, case.world_size, case.backend, None)
+    result = CaseResultBuilder().from_ranks(facts, [r.outcome for r in run.ranks])
+    metrics = result.metrics if result is not None else {}
+    return BlockResult(
+        "passed",
+        {name: {"unit": m.unit, "better": m.better, "samples": list(m.samples)} for name, m in metrics.items()},
+        elapsed_s=elapsed,
+    )
+
+
+def records_in_process(item: pytest.Item) -> bool:
+    """Whether ``item`` records figures in the pytest process (it asks for ``dmlbench_metrics``)."""
+    return isinstance(item, pytest.Function) and IN_PROCESS_FIXTURE in item.fixturenames
+
+
+def run_in_process_block(item: pytest.Function) -> BlockResult:
+    """Call ``item``'s function again, here, with its fixtures as set up, and read what it recorded.
+
+    Such a body keeps its own loops, so a block is one whole call (no round budget applies); the gate's
+    per-case pair budget bounds the cost.
+    """
+    metrics = item.stash.get(LOCAL_METRICS_KEY, None)
+    if metrics is None:
+        return BlockResult("failed", message=f"{item.nodeid}: its dmlbench_metrics fixture is not set up")
+    metrics.metrics.clear()
+    metrics.notes.clear()
+    arguments = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
+    begin = time.monotonic()
+    try:
+        item.obj(**arguments)
+    except pytest.skip.Exception as exc:
+        return BlockResult("skipped", message=str(exc.msg), elapsed_s=time.monotonic() - begin)
+    except Exception as exc:  # the body failed in this block: reported with its traceback
+        return BlockResult("failed", message="".join(traceback.format_exception(exc)),
+                           elapsed_s=time.monotonic() - begin)
+    return BlockResult(
+        "passed",
+        {name: {"unit": m.unit, "better": m.better, "samples": list(m.samples)} for name, m in metrics.metrics.items()},
+        elapsed_s=time.monotonic() - begin,
+    )

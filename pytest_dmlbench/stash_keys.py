@@ -1,0 +1,28 @@
+"""The typed keys under which the plugin keeps its objects in pytest's stashes (config and items).
+
+A module of its own so that the plugin, the paired gate's REF server and the item runner share them
+without importing one another.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dmlbench.case_results import CaseResultBuilder, LocalMetrics
+from pytest_dmlbench.config import CaseSettings, DmlbenchConfig
+from pytest_dmlbench.gates.gate import Gate
+from pytest_dmlbench.results import CaseResult
+from pytest_dmlbench.run_facts import RunFacts
+from pytest_dmlbench.world.engine import Engine
+
+# on the config
+CONFIG_KEY = pytest.StashKey[DmlbenchConfig]()
+FACTS_KEY = pytest.StashKey[RunFacts]()
+ENGINE_KEY = pytest.StashKey[Engine]()
+GATE_KEY = pytest.StashKey[Gate]()
+BUILDER_KEY = pytest.StashKey[CaseResultBuilder]()
+# on an item
+SETTINGS_KEY = pytest.StashKey[CaseSettings]()
+BACKEND_KEY = pytest.StashKey[str]()
+RESULT_KEY = pytest.StashKey[CaseResult]()
+LOCAL_METRICS_KEY = pytest.StashKey[LocalMetrics]()

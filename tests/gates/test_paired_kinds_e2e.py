@@ -1,0 +1,153 @@
+"""The paired gate judges every figure a case records, in a real git repository (REF committed, the change
+in the working tree): in-process figures, one-reading figures, the confirmation stage and the budget.
+
+Sleeps, not busy loops, so that the verdicts do not depend on how loaded the machine's cores are; changes
+are several-fold against a 50 % threshold, so noise cannot flip them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_pytest, write_files
+from tests.paired.gitrepo import make_repo
+
+LIB_REF = """
+    import pathlib
+    import time
+
+    IN_PROCESS_SLOW = 1.0
+    READING = 10.0
+    FIRST_CALLS_SLOW = 1.0
+
+    def in_process_step():
+        time.sleep(0.002 * IN_PROCESS_SLOW)
+
+    def step_slow_in_first_calls(counter, rank):
+        # rank 0's steps (a step's time is the slowest rank's) are slow in the ordinary run (12 calls: the
+        # calibration's 2 + 10 rounds) and the first stage's 4 blocks (7 calls each: 2 + 5 rounds at 50 ms a
+        # step), not in the confirmation's
+        if rank != 0 or FIRST_CALLS_SLOW == 1.0:  # REF's copy (1.0) leaves the count to the working tree's
+            time.sleep(0.01)
+            return
+        calls = int(counter.read_text()) + 1 if counter.exists() else 1
+        counter.write_text(str(calls))
+        time.sleep(0.01 * (FIRST_CALLS_SLOW if calls <= 12 + 4 * 7 else 1.0))
+"""
+CASES = """
+    import os
+    import pathlib
+    import random
+    import time
+
+    import pytest
+
+    import lib
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_one_reading(dist, dmlbench):
+        dmlbench(time.sleep, 0.005)
+        # a figure read once per run, +-20 % noise from run to run (rank 0's value is the one kept)
+        # (the case's own RNG is seeded per case, so the noise comes from the system's)
+        dmlbench.record("time_to_accuracy_s", lib.READING * random.SystemRandom().uniform(0.8, 1.2))
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_first_stage_only(dist, dmlbench):
+        counter = pathlib.Path(os.environ["COUNTER_DIR"]) / "calls"
+        dmlbench.pedantic(lib.step_slow_in_first_calls, args=(counter, dist.rank), rounds=5)
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_fraction(dist, dmlbench):
+        dmlbench(time.sleep, 0.005)
+        dmlbench.record("exposed_comm_fraction", [0.0] * 5)
+
+    def test_in_process(dmlbench_metrics):
+        samples = []
+        for _ in range(10):
+            begin = time.perf_counter()
+            lib.in_process_step()
+            samples.append(time.perf_counter() - begin)
+        dmlbench_metrics.record("dispatch_overhead_s", samples)
+"""
+
+
+def project(folder: Path, **changes: str) -> Path:
+    """A repository whose REF is ``LIB_REF``; ``changes`` replace constants in the working tree's lib."""
+    repo = make_repo(folder, **{"lib.py": LIB_REF, "test_cases.py": CASES, "pytest.ini": "[pytest]\n"})
+    lib = LIB_REF
+    for name, value in changes.items():
+        lib = lib.replace(f"{name} = 1.0", f"{name} = {value}").replace(f"{name} = 10.0", f"{name} = {value}")
+    write_files(repo, **{"lib.py": lib})
+    return repo
+
+
+def verdicts(results: Path) -> dict[str, dict[str, dict[str, object]]]:
+    cases = json.loads(results.read_text())["cases"]
+    return {c["nodeid"].split("::")[-1]: {v["metric"]: v for v in c["verdicts"]} for c in cases}
+
+
+def paired(repo: Path, *args: str) -> tuple[object, dict[str, dict[str, dict[str, object]]]]:
+    results = repo.parent / f"results-{len(list(repo.parent.glob('results-*')))}.json"
+    counter = repo.parent / "counter"
+    counter.mkdir(exist_ok=True)
+    (counter / "calls").unlink(missing_ok=True)
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-json", str(results), *args,
+                     timeout=900, COUNTER_DIR=str(counter))
+    return run, verdicts(results)
+
+
+def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_nothing(
+        tmp_path: Path) -> None:
+    repo = project(tmp_path / "repo", FIRST_CALLS_SLOW="5.0")
+    run, found = paired(repo)
+    assert run.returncode == 0, run.output  # type: ignore[attr-defined]
+    # a noisy one-reading figure is re-read in every block and judged on block pairs, never on one reading
+    reading = found["test_one_reading"]["time_to_accuracy_s"]
+    assert reading["kind"] in ("unchanged", "inconclusive"), reading
+    assert "block pairs" in str(reading["message"])
+    # the confirmation downgrade: flagged by the first stage, not repeated by the second, so unchanged
+    downgraded = found["test_first_stage_only"]["step_time_s"]
+    assert downgraded["kind"] == "unchanged", downgraded
+    assert "first stage of" in str(downgraded["message"]) and "confirmed no" in str(downgraded["message"])
+    # fractions are compared by their difference: a zero fraction has no ratio but a difference
+    fraction = found["test_fraction"]["exposed_comm_fraction"]
+    assert fraction["kind"] == "unchanged" and "pp" in str(fraction["message"]), fraction
+    # in-process figures are re-measured on REF too
+    in_process = found["test_in_process"]["dispatch_overhead_s"]
+    assert in_process["kind"] == "unchanged" and "block pairs" in str(in_process["message"]), in_process
+
+
+def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path) -> None:
+    repo = project(tmp_path / "repo", IN_PROCESS_SLOW="5.0", READING="30.0", FIRST_CALLS_SLOW="5.0")
+    # the confirmation is given every pair the first stage had: slow throughout this time
+    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace("if calls <= 12 + 4 * 7", "if calls <= 10**9"))
+    run, found = paired(repo)
+    assert run.returncode == 1, run.output  # type: ignore[attr-defined]
+    assert found["test_in_process"]["dispatch_overhead_s"]["kind"] == "regression"  # a 5x in-process slowdown
+    assert found["test_one_reading"]["time_to_accuracy_s"]["kind"] == "regression"  # 3x a one-reading figure
+    confirmed = found["test_first_stage_only"]["step_time_s"]
+    assert confirmed["kind"] == "regression" and "confirmed yes" in str(confirmed["message"])
+    run.lines.fnmatch_lines(["*dispatch_overhead_s regressed against REF HEAD (*): * ms -> * ms, x* slower*"])  # type: ignore[attr-defined]
+
+
+def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_asked(tmp_path: Path) -> None:
+    repo = project(tmp_path / "repo")
+    run, found = paired(repo, "-k", "fraction", "--dmlbench-pair-budget", "0.001")
+    assert run.returncode == 0, run.output  # type: ignore[attr-defined]
+    step = found["test_fraction"]["step_time_s"]
+    assert step["kind"] == "inconclusive", step
+    assert "inconclusive (not tested)" in str(step["message"])
+    strict, _ = paired(repo, "-k", "fraction", "--dmlbench-pair-budget", "0.001", "--dmlbench-fail-on-inconclusive")
+    assert strict.returncode == 1, strict.output  # type: ignore[attr-defined]
+    strict.lines.fnmatch_lines(["*step_time_s inconclusive (not tested) against REF HEAD*"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon"])
+def test_a_bad_pair_budget_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    write_files(tmp_path, **{"test_x.py": "def test_x():\n    pass\n"})
+    run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-pair-budget", value)
+    assert run.returncode == 4, run.output
+    run.lines.fnmatch_lines(["ERROR: --dmlbench-pair-budget: *"])
