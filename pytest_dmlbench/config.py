@@ -120,10 +120,11 @@ class CaseSettings:
     threshold_pct: float | None
     scaling: bool
     isolation: str = "persistent"
+    pair_budget_s: float | None = None  # paired gate: this case's seconds of block pairs (None: the run's)
 
 
 SCALING_ARG = "dmlbench_world_size"  # the parameter ``scaling=True`` adds (ids ws1, ws2, ...)
-MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling", "isolation")
+MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling", "isolation", "pair_budget")
 
 
 def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where: str) -> CaseSettings:
@@ -138,6 +139,7 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
     timeout = marker_kwargs.get("timeout")
     threshold = marker_kwargs.get("threshold")
     isolation = marker_kwargs.get("isolation")
+    budget = marker_kwargs.get("pair_budget")
     return CaseSettings(
         world_size=defaults.world_size if ws is None else parse_world_size(ws, f"{where}: world_size="),
         backend=defaults.backend if backend is None else parse_backend(backend, f"{where}: backend="),
@@ -145,6 +147,7 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
         threshold_pct=None if threshold is None else parse_threshold(threshold, f"{where}: threshold="),
         scaling=bool(marker_kwargs.get("scaling", False)),
         isolation=defaults.isolation if isolation is None else parse_isolation(isolation, f"{where}: isolation="),
+        pair_budget_s=None if budget is None else parse_positive_seconds(budget, f"{where}: pair_budget="),
     )
 
 

@@ -62,7 +62,8 @@ from pytest_dmlbench.world.engine import Engine
 
 SKIP_REASON = "distributed case: run with --dmlbench"
 MARKER_DOC = (
-    "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False, isolation=None): "
+    "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False, isolation=None, "
+    "pair_budget=None): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
 )
 
@@ -364,8 +365,9 @@ def _judged_item(item: pytest.Function, result: CaseResult, in_process: bool) ->
     def measure(block: BlockBudget) -> BlockResult:
         return run_in_process_block(item) if in_process else run_block(item, block)
 
+    budget = case.pair_budget_s if case is not None else getattr(item, "dmlbench_pair_budget", None)
     return JudgedItem(item.nodeid, Path(item.path), case.timeout_s if case is not None else settings.timeout_s,
-                      measure, _run_options(settings, result.world_size, result.backend), in_process)
+                      measure, _run_options(settings, result.world_size, result.backend), in_process, budget)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -113,6 +113,9 @@ def compare_metric(
 
     if baseline is None:
         return decided("new", new_reason)
+    if baseline.unit != unit:
+        return decided("inconclusive", f"the unit changed from {baseline.unit!r} (baseline) to {unit!r}: the "
+                                       f"figures are not comparable; re-save the baseline ({refresh_command})")
     base, base_nan = _finite(baseline.samples)
     dropped = ""
     if cur_nan or base_nan:

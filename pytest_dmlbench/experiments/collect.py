@@ -43,13 +43,16 @@ class ExperimentItem(pytest.Function):
             marker["threshold"] = experiment.threshold
         if experiment.timeout is not None:
             marker["timeout"] = experiment.timeout
+        if experiment.pair_budget is not None:
+            marker["pair_budget"] = experiment.pair_budget
         self.add_marker(pytest.mark.dmlbench(**marker))
 
     def _mark_in_process(self, experiment: Experiment) -> None:
         from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, ray_installed
 
-        # (world size, backend, threshold) of the figures recorded in this process
+        # (world size, backend, threshold) of the figures recorded in this process, and its pair budget
         self.dmlbench_local_run = (experiment.world_size, "gloo", experiment.threshold)
+        self.dmlbench_pair_budget = experiment.pair_budget
         if not ray_installed():
             self.add_marker(pytest.mark.skip(reason=RAY_MISSING))
 

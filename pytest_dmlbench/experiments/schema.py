@@ -57,6 +57,7 @@ class Experiment:
     seed: int
     threshold: float | None
     timeout: float | None
+    pair_budget: float | None
     comm_rounds: int
     min_accuracy: float | None
     combination: dict[str, Any] = field(default_factory=dict)

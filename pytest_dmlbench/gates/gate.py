@@ -43,6 +43,7 @@ class JudgedItem:
     measure: Callable[[BlockBudget], BlockResult]
     run_options: tuple[str, ...] = ()
     in_process: bool = False
+    pair_budget_s: float | None = None  # the case's own budget of block pairs (marker or experiment field)
 
 
 @dataclass

@@ -91,6 +91,7 @@ class CaseJudgement:
     plan: BlockPlan | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    budget_s: float = 0.0
     budget_spent: bool = False
 
 
@@ -192,7 +193,7 @@ class PairedGate:
         extra = {"paired": {
             "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": plan.rounds,
             "block_iterations": plan.iterations, "pairs_per_stage": judgement.stages, "notes": judgement.notes,
-            "seconds": judgement.seconds, "budget_spent": judgement.budget_spent,
+            "seconds": judgement.seconds, "budget_s": judgement.budget_s, "budget_spent": judgement.budget_spent,
         }}
         return GateDecision(list(judgement.verdicts), extra=extra, problem=problem)
 
@@ -231,9 +232,11 @@ class PairedGate:
         plan = block_plan(case)
         judgement.plan = plan
         warm = self._ref_block(item, plan.warm_up())  # B's warm-up: discarded, tells which metrics B records
+        changed_unit = {n for n, m in directed.items() if n in warm and warm[n].get("unit") != m.unit}
         timed = [Timed(n, m.better, m.unit) for n, m in directed.items()
-                 if n not in SINGLE_READING_METRICS and m.better is not None and n in warm]
+                 if n not in SINGLE_READING_METRICS and m.better is not None and n in warm and n not in changed_unit]
         readings: list[dict[str, Any]] = []
+        judgement.budget_s = self.budget_s if item.pair_budget_s is None else item.pair_budget_s
         first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement)
         judgement.stages.append(first.pairs)
         kinds = {t.name: self._kind(first, t, threshold) for t in timed}
@@ -244,13 +247,17 @@ class PairedGate:
             confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement)
             judgement.stages.append(confirm.pairs)
         verdicts = [self._timed_verdict(item, case.metrics[t.name], t, kinds[t.name], first,
-                                        confirm if t in flagged else None, threshold, judgement.budget_spent)
+                                        confirm if t in flagged else None, threshold, judgement)
                     for t in timed]
         missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm]
         verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples),
                                     threshold, f"REF {self.launch.label}'s case does not record {n}")
                      for n in missing]
-        verdicts += self._single_verdicts(item, directed, readings, threshold)
+        verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples), threshold,
+                                    f"the unit changed from {warm[n].get('unit')!r} (REF) to {directed[n].unit!r}: "
+                                    "the figures are not comparable") for n in sorted(changed_unit)]
+        verdicts += self._single_verdicts(item, {n: m for n, m in directed.items() if n not in changed_unit},
+                                          readings, threshold)
         judgement.verdicts = verdicts
 
     def _ref_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
@@ -294,9 +301,9 @@ class PairedGate:
                 return stage
             if not self.rule.wants_more(estimates, threshold, stage.pairs):
                 return stage
-            if time.monotonic() - begin > self.budget_s:
+            if stage.pairs >= self.rule.min_pairs and time.monotonic() - begin > judgement.budget_s:
                 judgement.budget_spent = True
-                judgement.notes.append(f"pair budget of {self.budget_s:g} s spent after {stage.pairs} pairs")
+                judgement.notes.append(f"pair budget of {judgement.budget_s:g} s spent after {stage.pairs} pairs")
                 return stage
             readings.append(self._pair(item, plan, stage, timed))
 
@@ -307,16 +314,12 @@ class PairedGate:
         return "inconclusive" if est is None else judge(est, threshold)
 
     def _timed_verdict(self, item: JudgedItem, metric: MetricResult, t: Timed, kind: Any, first: Stage,
-                       confirm: Stage | None, threshold: float, budget_spent: bool) -> Verdict:
+                       confirm: Stage | None, threshold: float, judgement: CaseJudgement) -> Verdict:
+        budget_spent = judgement.budget_spent
         a_all = first.a.get(t.name, []) + (confirm.a.get(t.name, []) if confirm else [])
         b_all = first.b.get(t.name, []) + (confirm.b.get(t.name, []) if confirm else [])
         a_med, b_med = median(a_all), median(b_all)
         decisive = confirm if confirm is not None else first
-        if confirm is not None and budget_spent and confirm.pairs < self.rule.min_pairs:
-            return self._decision(item, metric, "inconclusive", b_med, a_med, threshold,
-                                  f"flagged {kind} by the first stage of {first.pairs} block pairs, but the pair "
-                                  f"budget of {self.budget_s:g} s ran out after {confirm.pairs} confirmation pairs "
-                                  f"(--dmlbench-pair-budget raises it)")
         if not decisive.usable(t.name, t.scale):
             why = ("block medians not all positive, so no ratio exists" if t.scale == "ratio"
                    else "block medians not all finite")
@@ -336,7 +339,8 @@ class PairedGate:
                 kind = "unchanged"  # not confirmed by the independent second stage
         if kind == "unchanged" and budget_spent and not is_clear(est, threshold):
             kind = "inconclusive"
-            evidence += "; the pair budget was spent before the interval was clear of the threshold"
+            evidence += (f"; the pair budget of {judgement.budget_s:g} s was spent before the interval was clear of "
+                         "the threshold (--dmlbench-pair-budget, or the case's pair_budget=, raises it)")
         p = est.p_better if kind == "improvement" else est.p_worse
         return self._decision(item, metric, kind, b_med, a_med, threshold, evidence, p_value=p,
                               detectable_pct=est.detectable_pct(), runs=decisive.pairs)

@@ -10,8 +10,8 @@ import pytest
 from pytest_dmlbench.experiments import ExperimentFileError, load_file
 
 DEFAULTS_FIELDS = ("model, dataset, data_dir, strategy, framework, world_size, batch_size, epochs, "
-                   "max_batches_per_epoch, eval_batches, lr, momentum, seed, threshold, timeout, comm_rounds, "
-                   "min_accuracy")
+                   "max_batches_per_epoch, eval_batches, lr, momentum, seed, threshold, timeout, pair_budget, "
+                   "comm_rounds, min_accuracy")
 ALL_FIELDS = "name, " + DEFAULTS_FIELDS
 
 # (id, file name, file text, the exact collection error; {folder} is the file's folder)

@@ -21,6 +21,7 @@ LIB_REF = """
 
     IN_PROCESS_SLOW = 1.0
     READING = 10.0
+    UNIT = "s"
     FIRST_CALLS_SLOW = 1.0
 
     def in_process_step():
@@ -54,6 +55,12 @@ CASES = """
         # (the case's own RNG is seeded per case, so the noise comes from the system's)
         dmlbench.record("time_to_accuracy_s", lib.READING * random.SystemRandom().uniform(0.8, 1.2))
 
+    @pytest.mark.dmlbench(world_size=2, threshold=10)
+    def test_noisy(dist, dmlbench):
+        dmlbench(time.sleep, 0.002)
+        # +-20 % from block to block against a 10 % threshold: four pairs cannot settle it
+        dmlbench.record("time_to_accuracy_s", lib.READING * random.SystemRandom().uniform(0.8, 1.2))
+
     @pytest.mark.dmlbench(world_size=2, threshold=50)
     def test_first_stage_only(dist, dmlbench):
         counter = pathlib.Path(os.environ["COUNTER_DIR"]) / "calls"
@@ -63,6 +70,11 @@ CASES = """
     def test_fraction(dist, dmlbench):
         dmlbench(time.sleep, 0.005)
         dmlbench.record("exposed_comm_fraction", [0.0] * 5)
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_unit(dist, dmlbench):
+        dmlbench(time.sleep, 0.005)
+        dmlbench.record("my_time", [1.0] * 5, unit=lib.UNIT, better="lower")
 
     def test_in_process(dmlbench_metrics):
         samples = []
@@ -102,6 +114,7 @@ def paired(repo: Path, *args: str) -> tuple[object, dict[str, dict[str, dict[str
 def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_nothing(
         tmp_path: Path) -> None:
     repo = project(tmp_path / "repo", FIRST_CALLS_SLOW="5.0")
+    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace('UNIT = "s"', 'UNIT = "ms"'))
     run, found = paired(repo)
     assert run.returncode == 0, run.output  # type: ignore[attr-defined]
     # a noisy one-reading figure is re-read in every block and judged on block pairs, never on one reading
@@ -118,6 +131,9 @@ def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_
     # in-process figures are re-measured on REF too
     in_process = found["test_in_process"]["dispatch_overhead_s"]
     assert in_process["kind"] == "unchanged" and "block pairs" in str(in_process["message"]), in_process
+    # REF records the figure in s, the working tree in ms: not comparable, and said so
+    unit = found["test_unit"]["my_time"]
+    assert unit["kind"] == "inconclusive" and "unit changed from 's' (REF) to 'ms'" in str(unit["message"]), unit
 
 
 def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path) -> None:
@@ -135,14 +151,14 @@ def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path)
 
 def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_asked(tmp_path: Path) -> None:
     repo = project(tmp_path / "repo")
-    run, found = paired(repo, "-k", "fraction", "--dmlbench-pair-budget", "0.001")
+    run, found = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001")
     assert run.returncode == 0, run.output  # type: ignore[attr-defined]
-    step = found["test_fraction"]["step_time_s"]
-    assert step["kind"] == "inconclusive", step
-    assert "inconclusive (not tested)" in str(step["message"])
-    strict, _ = paired(repo, "-k", "fraction", "--dmlbench-pair-budget", "0.001", "--dmlbench-fail-on-inconclusive")
+    noisy = found["test_noisy"]["time_to_accuracy_s"]
+    assert noisy["kind"] == "inconclusive", noisy  # the budget stops at the minimum of 4 pairs, still unclear
+    assert "over 4 block pairs" in str(noisy["message"]) and "pair budget of 0.001 s was spent" in str(noisy["message"])
+    strict, _ = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001", "--dmlbench-fail-on-inconclusive")
     assert strict.returncode == 1, strict.output  # type: ignore[attr-defined]
-    strict.lines.fnmatch_lines(["*step_time_s inconclusive (not tested) against REF HEAD*"])  # type: ignore[attr-defined]
+    strict.lines.fnmatch_lines(["*time_to_accuracy_s inconclusive (not tested) against REF HEAD*"])  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon"])

@@ -66,3 +66,13 @@ def test_fractions_move_by_percentage_points() -> None:
 def test_single_reading_figures_are_judged_by_the_threshold() -> None:
     grew = compare_metric(MetricResult.of("peak_rss_mb", [400.0]), MetricResult.of("peak_rss_mb", [480.0]), 10.0)
     assert grew is not None and grew.kind == "regression" and grew.change == "+20.0 % larger"
+
+
+def test_a_figure_whose_unit_changed_is_inconclusive_not_compared() -> None:
+    before = MetricResult.of("my_time", [1.0] * 10, unit="s", better="lower")
+    before.history = [1.0, 1.0, 1.0]
+    after = MetricResult.of("my_time", [1000.0] * 10, unit="ms", better="lower")
+    verdict = compare_metric(before, after, 10.0)
+    assert verdict is not None and verdict.kind == "inconclusive" and "unit changed from 's'" in verdict.message
+    same_unit = MetricResult.of("my_time", [1000.0] * 10, unit="s", better="lower")
+    assert compare_metric(before, same_unit, 10.0).kind == "regression"  # type: ignore[union-attr]

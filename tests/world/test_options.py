@@ -81,14 +81,21 @@ def test_bad_marker_argument_is_a_usage_error(tmp_path: Path) -> None:
         @pytest.mark.dmlbench(wrold_size=2)
         def test_typo(dist):
             pass
+
+        @pytest.mark.dmlbench(pair_budget=-5)
+        def test_budget(dist):
+            pass
     """})
     result = run_pytest(tmp_path, "--dmlbench", "test_x.py::test_zero")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     result.lines.fnmatch_lines(["ERROR: test_x.py::test_zero: world_size=: 0 is too small*"])
     result = run_pytest(tmp_path, "--dmlbench", "test_x.py::test_typo")
     result.lines.fnmatch_lines(
-        ["ERROR: test_x.py::test_typo: unknown dmlbench marker argument(s) wrold_size; accepted:*"]
+        ["ERROR: test_x.py::test_typo: unknown dmlbench marker argument(s) wrold_size; accepted:*pair_budget*"]
     )
+    result = run_pytest(tmp_path, "--dmlbench", "test_x.py::test_budget")
+    result.lines.fnmatch_lines(["ERROR: test_x.py::test_budget: pair_budget=: -5 must be a finite number of "
+                                "seconds > 0*"])
 
 
 def test_without_the_flag_cases_are_skipped_with_the_reason(tmp_path: Path) -> None:
