@@ -9,6 +9,7 @@ all ranks. This rank's peak memory over the whole case is measured here (the one
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,6 +22,7 @@ DEFAULT_ROUNDS = 30  # the fewest rounds of a default measurement
 DEFAULT_MIN_TIME_S = 1.0  # a default measurement runs until this much measured time (several blocks' worth)
 DEFAULT_MAX_ROUNDS = 2000
 DEFAULT_WARMUP = 2
+COLLECTIVE_BLOCK_MIN_ROUNDS = 5  # a collective's block: enough rounds for a median
 
 
 class RankBench:
@@ -101,11 +103,13 @@ class RankBench:
                    check: bool = True) -> Any:
         """nccl-tests style: time ``iters`` back-to-back ``op`` calls per round; records time per op,
         ``algbw_gbps`` and ``busbw_gbps``; correctness is checked in separate untimed calls. In a block of the
-        paired gate the block's rounds and warm-up replace ``rounds`` and ``warmup``."""
+        paired gate the block's budget of calls (sized from the time of one op) replaces ``rounds``, grouped
+        ``iters`` to a round, and its warm-up replaces ``warmup``."""
         from pytest_dmlbench.measure.collective_bench import bench_collective
 
-        if self.block is not None:
-            rounds, warmup = self.block.rounds, self.block.warmup
+        if self.block is not None:  # the block's measured calls, at ``iters`` calls a round, at least 5 rounds
+            rounds = max(COLLECTIVE_BLOCK_MIN_ROUNDS, math.ceil(self.block.rounds * self.block.iterations / iters))
+            warmup = self.block.warmup
         result = bench_collective(op, nbytes, iters=iters, warmup=warmup, rounds=rounds,
                                   device=self.dist.device, check=check)
         self.metrics.update(result.metrics())

@@ -50,9 +50,12 @@ def test_a_block_sets_the_rounds_of_pedantic_and_of_train() -> None:
 
 
 def test_a_block_sets_the_rounds_of_collective(world1: None) -> None:
-    bench = RankBench(LOCAL, BUDGET)
+    bench = RankBench(LOCAL, BlockBudget(rounds=10, warmup=1, iterations=4))  # 40 calls of one op's time
     bench.collective("all_reduce", 1024, iters=2, warmup=0, rounds=50)  # the case's own rounds give way
-    assert {len(m.samples) for m in bench.metrics.values()} == {3}
+    assert {len(m.samples) for m in bench.metrics.values()} == {20}  # 40 calls, 2 to a round
+    grouped = RankBench(LOCAL, BlockBudget(rounds=10, warmup=1, iterations=4))
+    grouped.collective("all_reduce", 1024, iters=20, warmup=0, rounds=50)
+    assert {len(m.samples) for m in grouped.metrics.values()} == {5}  # 40 calls at 20 a round, but 5 at least
     unbudgeted = RankBench(LOCAL)  # negative control: outside a block the case's own count holds
     unbudgeted.collective("all_reduce", 1024, iters=2, warmup=0, rounds=7)
     assert {len(m.samples) for m in unbudgeted.metrics.values()} == {7}
