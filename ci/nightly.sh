@@ -11,7 +11,9 @@
 #                       (DMLBENCH_LAST_GREEN, looked up by the workflow), else the stored baselines' commit
 #                       (`baseline`) when they record one, else the parent commit (HEAD~1).
 #   DMLBENCH_THRESHOLD  percent, default 10; DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
-#   DMLBENCH_FAIL_ON_INCONCLUSIVE  1 (default) fails a case with a figure no test could judge; 0 reports it.
+#   DMLBENCH_FAIL_ON_INCONCLUSIVE  1 fails a case with a figure no test could judge; 0 (default, until every
+#                       shipped case is testable at world size 4 within its pair budget: ci/README.md) lists
+#                       such figures in the summary without failing.
 # Accepting an intended slowdown: a commit after REF whose message has a line "Dmlbench-Accept: <why>" moves
 # REF to that commit, so the night judges only what came after the accepted change.
 set -euo pipefail
@@ -22,7 +24,7 @@ extra=()
 if [[ "${DMLBENCH_FAIL_ON_IMPROVEMENT:-0}" == "1" ]]; then
   extra+=(--dmlbench-fail-on-improvement)
 fi
-if [[ "${DMLBENCH_FAIL_ON_INCONCLUSIVE:-1}" == "1" ]]; then
+if [[ "${DMLBENCH_FAIL_ON_INCONCLUSIVE:-0}" == "1" ]]; then
   extra+=(--dmlbench-fail-on-inconclusive)
 fi
 against="$(bash "$(dirname "$0")/nightly_ref.sh")"

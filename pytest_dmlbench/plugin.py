@@ -102,7 +102,7 @@ _FLAGS: list[tuple[str, str, str]] = [
      "also fail cases that improved beyond the threshold (catches stale baselines)"),
     ("--dmlbench-fail-on-inconclusive", "dmlbench_fail_on_inconclusive",
      "also fail cases with a figure no test could judge (too few rounds, one reading, no saved run-to-run "
-     "noise, figures REF cannot re-measure); the nightly job sets it"),
+     "noise, figures REF cannot re-measure)"),
 ]
 
 
