@@ -251,8 +251,7 @@ class PairedGate:
                     for t in timed]
         missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm]
         verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples),
-                                    threshold, f"REF {self.launch.label}'s case does not record {n}")
-                     for n in missing]
+                                    threshold, _missing_reason(n, self.launch.label)) for n in missing]
         verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples), threshold,
                                     f"the unit changed from {warm[n].get('unit')!r} (REF) to {directed[n].unit!r}: "
                                     "the figures are not comparable") for n in sorted(changed_unit)]
@@ -367,6 +366,18 @@ class PairedGate:
             verdicts.append(self._decision(item, metric, kind, reading.b, reading.a, threshold, evidence,
                                            detectable_pct=0.0 if kind == "unchanged" else None))
         return verdicts
+
+
+# Figures the harness derives across cases (a scaling case's throughput over its one-rank variant's): no
+# block measures them; the throughput they come from is judged in each case.
+DERIVED_METRICS = frozenset({"speedup", "scaling_efficiency"})
+
+
+def _missing_reason(name: str, label: str) -> str:
+    if name in DERIVED_METRICS:
+        return (f"{name} is derived from this case's throughput and its one-rank variant's, not measured in a "
+                "block; each case's throughput_samples_per_s is judged instead")
+    return f"REF {label}'s case does not record {name}"
 
 
 def _estimate_text(est: PairedEstimate, unit: str) -> str:
