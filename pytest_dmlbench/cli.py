@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from pytest_dmlbench.baseline.between_runs import MIN_RUNS
 from pytest_dmlbench.baseline.compare import DEFAULT_ALPHA, CompareSettings, compare_case
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import refresh_template
@@ -117,7 +118,7 @@ def compare_with_refresh(baseline: RunResults, current: RunResults, settings: Co
 
 
 def _compare(args: argparse.Namespace) -> int:
-    settings = CompareSettings(threshold_pct=args.threshold, alpha=args.alpha)
+    settings = CompareSettings(threshold_pct=args.threshold, alpha=args.alpha, min_runs=args.min_runs)
     current = _read_file(Path(args.results))
     label, baseline = load_baseline_for(Path(args.baseline), current, Path(args.results))
     compared = compare_with_refresh(baseline, current, settings, baselines_root(Path(args.baseline)),
@@ -169,6 +170,16 @@ def _alpha(text: str) -> float:
     return value
 
 
+def _whole_at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r} (give 1 or more, e.g. 3)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_dmlbench",
@@ -190,6 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_alpha,
         default=DEFAULT_ALPHA,
         help=f"significance level of the one-sided block test (default {DEFAULT_ALPHA})",
+    )
+    compare.add_argument(
+        "--min-runs",
+        type=_whole_at_least_one,
+        default=MIN_RUNS,
+        help=f"saved runs a figure timed per round needs before it is judged; before that it is inconclusive "
+        f"(default {MIN_RUNS}; 1 judges two single runs on their blocks alone)",
     )
     compare.add_argument(
         "--fail-on-improvement",

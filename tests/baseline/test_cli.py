@@ -77,6 +77,19 @@ def test_compare_slowdown_exits_1_with_the_evidence(files: dict[str, Path], tmp_
     assert '"kind": "regression"' in out.read_text()
 
 
+def test_two_single_runs_are_inconclusive_unless_min_runs_allows_them(files: dict[str, Path], tmp_path: Path) -> None:
+    once = tmp_path / "once.json"
+    write_results(once, make_run([make_case(NODE_A, 0.010, seed=1)]))
+    slower = tmp_path / "slower-once.json"
+    write_results(slower, make_run([make_case(NODE_A, 0.013, seed=2)]))
+    proc = run_cli("compare", once, slower, cwd=tmp_path)
+    assert proc.returncode == 0 and "inconclusive" in proc.stdout, proc.stdout + proc.stderr
+    judged = run_cli("compare", once, slower, "--min-runs", "1", cwd=tmp_path)
+    assert judged.returncode == 1 and "REGRESSION" in judged.stdout, judged.stdout + judged.stderr
+    bad = run_cli("compare", once, slower, "--min-runs", "0", cwd=tmp_path)
+    assert bad.returncode == 2 and "must be 1 or more" in bad.stderr
+
+
 def test_threshold_option_can_absorb_the_slowdown(files: dict[str, Path], tmp_path: Path) -> None:
     proc = run_cli("compare", files["baseline"], files["slower"], "--threshold", "30", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
