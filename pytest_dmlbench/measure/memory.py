@@ -55,6 +55,27 @@ def reset_peak_rss(clear_refs: Path = CLEAR_REFS) -> bool:
     return True
 
 
+def release_freed_memory() -> bool:
+    """Collect garbage and hand freed heap pages back to the kernel (glibc ``malloc_trim``), so that a
+    rank's resident size before a case does not carry what earlier cases allocated and freed: the reset
+    peak starts from there, and two worlds with different histories (the paired gate's A and B) would
+    otherwise read different peaks for the same case. False where ``malloc_trim`` is not available."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim with
+        return False
+    trim(0)
+    return True
+
+
 def peak_rss_bytes(status: Path = STATUS) -> int | None:
     """``VmHWM`` (peak resident set since start or the last reset) in bytes; None where not available.
 
@@ -102,6 +123,7 @@ class PeakMemoryWatch:
         self._started = False
 
     def start(self) -> PeakMemoryWatch:
+        release_freed_memory()  # the peak restarts from what the rank holds, not what earlier cases freed
         self._rss_reset = reset_peak_rss()
         cuda = _cuda_device(self.device)
         if cuda is not None:
