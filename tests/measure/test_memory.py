@@ -11,6 +11,7 @@ from pytest_dmlbench.measure.memory import (
     parse_status,
     peak_memory_metrics,
     peak_rss_bytes,
+    release_freed_memory,
     reset_peak_rss,
 )
 
@@ -66,6 +67,19 @@ def test_reset_peak_forgets_an_earlier_allocation() -> None:
     # negative control: before the reset the high-water mark holds the 150 MB block, after it does not
     assert stale / 1e6 - peak.peak_rss_mb > 100
     assert peak.peak_cuda_mb is None
+
+
+def test_freed_heap_is_released_before_a_peak_is_reset() -> None:
+    """Many small freed objects stay resident (glibc keeps the pages) until trimmed: a rank that ran a
+    heavy case would otherwise start every later case's peak from that size."""
+    held = [bytearray(1000) for _ in range(200_000)]  # about 200 MB in small heap chunks
+    del held
+    kept = current_rss_bytes()
+    if not release_freed_memory():
+        pytest.skip("no malloc_trim in this C library (not glibc): freed heap pages cannot be released")
+    released = current_rss_bytes()
+    assert kept is not None and released is not None
+    assert kept - released > 100e6, (kept, released)  # negative control: before the trim they were resident
 
 
 def test_case_peak_is_the_max_over_ranks() -> None:
