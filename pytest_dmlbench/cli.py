@@ -29,7 +29,7 @@ from pytest_dmlbench.baseline.store import (
     older_schema_fix,
     recorded_identity,
 )
-from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
+from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_count, parse_threshold
 from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
 from pytest_dmlbench.gates.wording import failing_verdicts
@@ -170,14 +170,12 @@ def _alpha(text: str) -> float:
     return value
 
 
-def _whole_at_least_one(text: str) -> int:
+def _min_runs(text: str) -> int:
+    """The plugin's own count rule (``parse_count``), reported the argparse way."""
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r} (give 1 or more, e.g. 3)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text!r}")
-    return value
+        return parse_count(text, "--min-runs")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument(
         "--min-runs",
-        type=_whole_at_least_one,
+        type=_min_runs,
         default=MIN_RUNS,
         help=f"saved runs a figure timed per round needs before it is judged; before that it is inconclusive "
         f"(default {MIN_RUNS}; 1 judges two single runs on their blocks alone)",

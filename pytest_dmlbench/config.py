@@ -26,6 +26,11 @@ DEFAULT_PAIR_BUDGET_S = 60.0
 
 def parse_world_size(value: Any, source: str = "--world-size") -> int:
     """An integer >= 1."""
+    return parse_count(value, source)
+
+
+def parse_count(value: Any, source: str) -> int:
+    """An integer >= 1 (a world size, a number of saved runs); ``source`` names the option in errors."""
     text = str(value).strip()
     try:
         number = int(text)
