@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder
 from pytest_dmlbench.gates.gate import BlockResult
 from pytest_dmlbench.measure.rounds import BlockBudget
+from pytest_dmlbench.results import MetricResult
 from pytest_dmlbench.stash_keys import BACKEND_KEY, ENGINE_KEY, LOCAL_METRICS_KEY, SETTINGS_KEY
 from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
 from pytest_dmlbench.world.failure import failure_text
@@ -58,12 +60,12 @@ def run_block(item: pytest.Function, block: BlockBudget) -> BlockResult:
         return BlockResult(status, message=failure_text(run, case.world_size, case.backend), elapsed_s=elapsed)
     facts = CaseFacts(item.nodeid, {}, case.world_size, case.backend, None)
     result = CaseResultBuilder().from_ranks(facts, [r.outcome for r in run.ranks])
-    metrics = result.metrics if result is not None else {}
-    return BlockResult(
-        "passed",
-        {name: {"unit": m.unit, "better": m.better, "samples": list(m.samples)} for name, m in metrics.items()},
-        elapsed_s=elapsed,
-    )
+    return BlockResult("passed", _as_block_metrics(result.metrics if result is not None else {}), elapsed_s=elapsed)
+
+
+def _as_block_metrics(metrics: Mapping[str, MetricResult]) -> dict[str, dict[str, Any]]:
+    """What a block reports per metric (the paired protocol's form): unit, direction, samples."""
+    return {name: {"unit": m.unit, "better": m.better, "samples": list(m.samples)} for name, m in metrics.items()}
 
 
 def records_in_process(item: pytest.Item) -> bool:
@@ -91,8 +93,4 @@ def run_in_process_block(item: pytest.Function) -> BlockResult:
     except Exception as exc:  # the body failed in this block: reported with its traceback
         return BlockResult("failed", message="".join(traceback.format_exception(exc)),
                            elapsed_s=time.monotonic() - begin)
-    return BlockResult(
-        "passed",
-        {name: {"unit": m.unit, "better": m.better, "samples": list(m.samples)} for name, m in metrics.metrics.items()},
-        elapsed_s=time.monotonic() - begin,
-    )
+    return BlockResult("passed", _as_block_metrics(metrics.metrics), elapsed_s=time.monotonic() - begin)

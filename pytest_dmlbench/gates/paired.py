@@ -33,7 +33,7 @@ from pytest_dmlbench.baseline.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired_plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
-from pytest_dmlbench.gates.wording import Decision, detectable_text, word
+from pytest_dmlbench.gates.wording import Decision, detectable_text, failing_kinds, word
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.paired.client import RefLaunch, RefProcess
 from pytest_dmlbench.paired.statistics import (
@@ -240,8 +240,8 @@ class PairedGate:
         first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement)
         judgement.stages.append(first.pairs)
         kinds = {t.name: self._kind(first, t, threshold) for t in timed}
-        failing_kinds = {"regression", "improvement"} if self.settings.fail_on_improvement else {"regression"}
-        flagged = [t for t in timed if kinds[t.name] in failing_kinds]  # only what would fail is confirmed
+        would_fail = failing_kinds(self.settings.fail_on_improvement)
+        flagged = [t for t in timed if kinds[t.name] in would_fail]  # only a change that would fail is confirmed
         confirm: Stage | None = None
         if flagged and self.rule.confirm:
             confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement)

@@ -8,6 +8,7 @@ no pytest.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,9 @@ class StoredGate:
         ))
 
     def judge(self, item: JudgedItem, result: CaseResult) -> GateDecision:
-        """Save or compare a copy of ``result``; an unusable baseline file is the item's problem."""
-        case = CaseResult.from_dict(result.to_dict())
-        case.extra = {}
+        """Save or compare ``result`` through a shallow copy that takes the keeper's verdicts and notes (the
+        keeper never changes a case's metrics); an unusable baseline file is the item's problem."""
+        case = replace(result, verdicts=[], extra={})
         try:
             self.keeper.process(case, self.run)
         except BaselineError as exc:

@@ -123,14 +123,20 @@ def word(decision: Decision) -> Verdict:
                    d.between_runs_p, d.runs, change, d.detectable_pct)
 
 
-def failing_verdicts(verdicts: Iterable[Verdict], fail_on_improvement: bool = False,
-                     fail_on_inconclusive: bool = False) -> list[Verdict]:
-    """The verdicts that fail an item: regressions; improvements and inconclusive ones when asked."""
+def failing_kinds(fail_on_improvement: bool = False, fail_on_inconclusive: bool = False) -> frozenset[str]:
+    """The verdict kinds that fail an item: regressions; improvements and inconclusive ones when asked."""
     failing = {"regression"}
     if fail_on_improvement:
         failing.add("improvement")
     if fail_on_inconclusive:
         failing.add("inconclusive")
+    return frozenset(failing)
+
+
+def failing_verdicts(verdicts: Iterable[Verdict], fail_on_improvement: bool = False,
+                     fail_on_inconclusive: bool = False) -> list[Verdict]:
+    """The verdicts of ``verdicts`` that fail an item (:func:`failing_kinds`)."""
+    failing = failing_kinds(fail_on_improvement, fail_on_inconclusive)
     return [v for v in verdicts if v.kind in failing]
 
 
