@@ -119,10 +119,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _under_launcher(config: pytest.Config, settings: DmlbenchConfig) -> DmlbenchConfig:
     """Under an external launcher the launcher's world size is the default; a conflicting explicit
     ``--world-size`` is a usage error (on every rank, before any rendezvous)."""
-    from pytest_dmlbench.world.launched import launched_externally, launcher_world_size
+    from pytest_dmlbench.world.launched import adopt_launcher_variables, launched_externally, launcher_world_size
 
     if not launched_externally(os.environ):
         return settings
+    adopt_launcher_variables(os.environ)
     try:
         size = launcher_world_size(os.environ, config.getoption("dmlbench_world_size", default=None)
                                    or config.getini("dmlbench_world_size") or None)

@@ -1,4 +1,4 @@
-"""Cases under an external launcher (``torchrun``, multi-node): every rank is a pytest process.
+"""Cases under an external launcher (``torchrun``, ``horovodrun``, multi-node): every rank is a pytest process.
 
 Each rank joins the launcher's world with ``env://``, checks that all ranks collected the same cases,
 runs each case body in-process and gathers every rank's outcome, so all ranks agree on each verdict;
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +22,7 @@ from pytest_dmlbench.world.backend import BackendChoice, device_for, select_back
 from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed, execute_case
 from pytest_dmlbench.world.groups import install_p2p_accounting
+from pytest_dmlbench.world.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
 from pytest_dmlbench.world.messages import RankOutcome
 from pytest_dmlbench.world.world import CaseOutcome, RankReport
 
@@ -29,8 +30,16 @@ LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def launched_externally(environ: Mapping[str, str]) -> bool:
-    """True when a launcher has set up this process as one rank of a world."""
-    return "TORCHELASTIC_RUN_ID" in environ or all(name in environ for name in LAUNCHER_VARS)
+    """True when a launcher has set up this process as one rank of a world (torchrun, horovodrun or any
+    launcher that sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``)."""
+    return ("TORCHELASTIC_RUN_ID" in environ or all(name in environ for name in LAUNCHER_VARS)
+            or under_horovodrun(environ))
+
+
+def adopt_launcher_variables(environ: MutableMapping[str, str]) -> None:
+    """Give a ``horovodrun`` rank the rank variables ``torch.distributed`` reads (others have them)."""
+    if under_horovodrun(environ):
+        adopt_rank_variables(environ)
 
 
 def launcher_world_size(environ: Mapping[str, str], requested: object) -> int:
@@ -55,6 +64,9 @@ class LaunchedEngine:
         import torch
         import torch.distributed as td
 
+        adopt_launcher_variables(os.environ)
+        if under_horovodrun(os.environ):
+            adopt_store_address(os.environ)
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
