@@ -1,8 +1,9 @@
 """The Ray instance ``framework: ray_train`` experiments run on (pytest process side).
 
-With ``RAY_ADDRESS`` unset, the first Ray Train experiment starts an embedded local Ray instance (no
-dashboard, no usage-stats reporting, contacting no other host) sized to this machine's cores; it is shut down when
-the pytest session ends. With ``RAY_ADDRESS`` set, experiments run on that cluster and it is left running.
+With ``RAY_ADDRESS`` unset, the first Ray Train experiment starts an embedded local Ray instance
+(:func:`~pytest_dmlbench.world.ray_local.start_local`: listening on 127.0.0.1 only, no dashboard, no
+usage-stats reporting) sized to this machine's cores; it is shut down when the pytest session ends. With
+``RAY_ADDRESS`` set, experiments run on that cluster and it is left running.
 Ray is an optional dependency: :data:`RAY_MISSING` says how to install it.
 """
 
@@ -12,6 +13,8 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Any
+
+from pytest_dmlbench.world.ray_local import start_local
 
 RAY_MISSING = ('framework ray_train needs Ray Train, which is not installed; '
                'install it with: pip install "pytest-dmlbench[ray]"')
@@ -45,11 +48,8 @@ def connect() -> RayConnection:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(log_to_driver=True)
         return RayConnection(started_here=False, cpus=_cluster_cpus(ray))
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     cpus = os.cpu_count() or 1
-    # address="local": always a new instance, never one that ``ray start`` left running on this machine
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
-             log_to_driver=True)
+    start_local(ray, num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, log_to_driver=True)
     return RayConnection(started_here=True, cpus=float(cpus))
 
 

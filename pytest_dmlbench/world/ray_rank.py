@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -49,12 +50,17 @@ class RankActor:
         return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), os.getpid()  # type: ignore[no-untyped-call,unused-ignore]
 
     def host_store(self, host: str) -> int:
-        """Rank 0: start the world's TCP store on ``host``, port chosen by the OS; returns the port."""
+        """Rank 0: start the world's TCP store listening on ``host`` only, port chosen by the OS; returns the
+        port. (A TCPStore that opens its own socket binds every interface, whatever ``host`` says.)"""
         import torch.distributed as td
 
-        self.store = td.TCPStore(host, 0, self.spec.world_size, is_master=True,  # type: ignore[attr-defined,unused-ignore]
-                                 timeout=timedelta(seconds=self.spec.init_timeout_s), wait_for_workers=False)
-        return int(self.store.port)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.create_server((host, 0), family=family)
+        port = int(listener.getsockname()[1])
+        self.store = td.TCPStore(host, port, self.spec.world_size, is_master=True,  # type: ignore[attr-defined,unused-ignore]
+                                 timeout=timedelta(seconds=self.spec.init_timeout_s), wait_for_workers=False,
+                                 master_listen_fd=listener.detach())
+        return port
 
     def join(self, host: str, port: int, loopback: bool) -> Ready:
         """Join the process group through the TCP store at ``host:port``."""

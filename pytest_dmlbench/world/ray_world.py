@@ -3,16 +3,16 @@
 ``RayWorld(spec, registry)`` then ``start()``, ``run(...) -> CaseOutcome``, ``kill()``, ``stop()``, like the
 forked engine's :class:`~pytest_dmlbench.world.world.World`:
 
-- Ray: ``ray.init()`` when Ray is not initialised yet (a local instance, or the cluster at ``RAY_ADDRESS``),
-  with the parent's ``sys.path`` as the workers' ``PYTHONPATH`` so that test modules import there (a local
-  cluster or a shared file system).
+- Ray: ``ray.init()`` when Ray is not initialised yet (the cluster at ``RAY_ADDRESS``, else a local instance
+  that listens on 127.0.0.1 only, :mod:`.ray_local`), with the parent's ``sys.path`` as the workers'
+  ``PYTHONPATH`` so that test modules import there (a local cluster or a shared file system).
 - Placement: one bundle of ``cpus_per_rank`` CPUs per rank in a placement group, ``PACK`` by default;
   with ``spread=True`` one rank per node (``STRICT_SPREAD``) when the cluster has a node for every rank, else
   ``SPREAD`` (Ray's best effort, several ranks per node). Each rank is a :class:`~.ray_rank.RankActor` in
   its bundle.
-- Rendezvous: rank 0's actor starts a ``torch.distributed.TCPStore`` on port 0 (the OS picks the port, read
-  back); on loopback with ``GLOO_SOCKET_IFNAME=lo`` when every rank is on one node, else on rank 0's node
-  address. The others join through it.
+- Rendezvous: rank 0's actor starts a ``torch.distributed.TCPStore`` listening on one address only, port
+  chosen by the OS (:attr:`RayWorld.store_address`): loopback with ``GLOO_SOCKET_IFNAME=lo`` when every rank
+  is on one node, else rank 0's node address. The others join through it.
 - Cases: the registry (case functions and their parametrize values) travels to every actor with Ray's
   pickling; a case is a :class:`~.messages.CaseRequest` sent to every actor.
 - Failures: a case that raises on some ranks fails with each rank's traceback; the others get
@@ -33,6 +33,7 @@ from typing import Any
 from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
+from pytest_dmlbench.world.ray_local import start_local
 from pytest_dmlbench.world.registry import CaseRegistry
 from pytest_dmlbench.world.world import FAILURE_GRACE_S, CaseOutcome, RankReport
 
@@ -53,14 +54,16 @@ def import_ray() -> Any:
 
 
 def ensure_ray(num_cpus: float | None = None) -> Any:
-    """Ray, initialised: an existing connection, the cluster at ``RAY_ADDRESS``, or a new local instance."""
+    """Ray, initialised: an existing connection, the cluster at ``RAY_ADDRESS``, or a new local instance
+    listening on loopback only (:func:`~.ray_local.start_local`)."""
     ray = import_ray()
     if not ray.is_initialized():
         path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-        # address="local": a new instance of our own, never a cluster another process left running here
-        local = {} if os.environ.get("RAY_ADDRESS") else {"address": "local", "num_cpus": num_cpus,
-                                                          "include_dashboard": False}
-        ray.init(runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=False, **local)
+        options = {"runtime_env": {"env_vars": {"PYTHONPATH": path}}, "log_to_driver": False}
+        if os.environ.get("RAY_ADDRESS"):
+            ray.init(**options)
+        else:
+            start_local(ray, num_cpus=num_cpus, **options)
     return ray
 
 
@@ -93,6 +96,7 @@ class RayWorld:
         self.pids: list[int] = []
         self.nodes: list[str] = []
         self.group: Any = None
+        self.store_address: tuple[str, int] | None = None  # (host, port) of rank 0's TCP store once started
         self.start_s = float("nan")
         self.broken = False
         self._case_counter = 0
@@ -130,6 +134,7 @@ class RayWorld:
         loopback = len(set(self.nodes)) == 1
         host = "127.0.0.1" if loopback else places[0][1]
         [port] = self._get_all([self.actors[0].host_store.remote(host)], deadline, "starting the TCP store")
+        self.store_address = (host, port)
         readies = self._get_all([a.join.remote(host, port, loopback) for a in self.actors], deadline,
                                 "joining the process group")
         if not all(isinstance(r, Ready) for r in readies):
