@@ -38,6 +38,9 @@ from pytest_dmlbench.robust import aggregate
 from pytest_dmlbench.strategies import build
 from pytest_dmlbench.strategies.allreduce import AllReduceStrategy
 
+# The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
+pytestmark = pytest.mark.correctness
+
 PROPERTY = settings(max_examples=25, database=None, suppress_health_check=[HealthCheck.too_slow])
 VALUES = st.floats(-100.0, 100.0, allow_nan=False, allow_infinity=False, width=64)
 

@@ -48,6 +48,9 @@ from pytest_dmlbench.robust.integrity import model_digest
 from pytest_dmlbench.robust.strategy import SIGNATURE_BYTES, RobustStrategy
 from pytest_dmlbench.strategies import Strategy, build
 
+# The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
+pytestmark = pytest.mark.correctness
+
 WORLD = 4
 CLIENTS_PER_RANK = 3
 N = WORLD * CLIENTS_PER_RANK

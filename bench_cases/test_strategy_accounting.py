@@ -19,6 +19,9 @@ from pytest_dmlbench.data import synthetic_classification
 from pytest_dmlbench.reference import batch_for, raise_on_all_ranks
 from pytest_dmlbench.strategies import Strategy, build
 
+# The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
+pytestmark = pytest.mark.correctness
+
 FLOAT32 = 4
 
 

@@ -62,15 +62,20 @@ def reference_sgd(
 
 
 def assert_close(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float, what: str) -> None:
-    """``|actual - expected| <= atol + rtol |expected|`` everywhere; else AssertionError naming the worst."""
+    """``|actual - expected| <= atol + rtol |expected|`` everywhere; else AssertionError naming the worst.
+
+    A NaN in ``actual`` or in ``expected`` is a difference: a reference that diverged fails the check.
+    """
     if actual.shape != expected.shape:
         raise AssertionError(f"{what}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
     excess = (actual - expected).abs() - (atol + rtol * expected.abs())
-    if excess.numel() and bool((excess > 0).any() or torch.isnan(actual).any()):
-        worst = int(torch.nan_to_num(excess, nan=float("inf")).argmax())
+    bad = (excess > 0) | torch.isnan(excess)  # NaN on either side (a diverged reference too) never passes
+    if bool(bad.any()):
+        worst = int(torch.nan_to_num(excess, nan=float("inf")).flatten().argmax())
+        flat_actual, flat_expected = actual.flatten(), expected.flatten()
         raise AssertionError(
-            f"{what}: {int((excess > 0).sum())} of {excess.numel()} values differ beyond rtol={rtol}, "
-            f"atol={atol}; worst at index {worst}: {actual[worst].item()!r} vs {expected[worst].item()!r}"
+            f"{what}: {int(bad.sum())} of {excess.numel()} values differ beyond rtol={rtol}, "
+            f"atol={atol}; worst at index {worst}: {flat_actual[worst].item()!r} vs {flat_expected[worst].item()!r}"
         )
 
 

@@ -71,7 +71,7 @@ def test_mean_over_clients_matches_the_whole_batch_and_detects_a_wrong_factor() 
     step(s)
     assert s.last_aggregate is not None
     torch.testing.assert_close(s.last_aggregate, rows.mean(dim=0), rtol=1e-12, atol=1e-14)
-    with pytest.raises(AssertionError):  # negative control: the sum is not the mean
+    with pytest.raises(AssertionError, match="not close"):  # negative control: the sum is not the mean
         torch.testing.assert_close(s.last_aggregate, rows.sum(dim=0), rtol=1e-12, atol=1e-14)
 
 
