@@ -10,9 +10,17 @@ from typing import Any
 
 from pytest_dmlbench.baseline.jsonio import read_results
 from pytest_dmlbench.errors import DmlbenchError
-from pytest_dmlbench.projection.analysis import calibrate, validate, workloads
+from pytest_dmlbench.projection.analysis import Family, ProjectionError, calibrate, validate, workloads
+from pytest_dmlbench.projection.holdout import HELD_OUT_KINDS, held_out, median_error
+from pytest_dmlbench.projection.inputs import collective_timings
 from pytest_dmlbench.projection.model import ALGORITHMS, DEFAULT_BACKWARD_SHARE
-from pytest_dmlbench.projection.tables import calibration_table, check_table, projection_rows, projection_table
+from pytest_dmlbench.projection.tables import (
+    calibration_table,
+    check_table,
+    holdout_table,
+    projection_rows,
+    projection_table,
+)
 from pytest_dmlbench.results import RunResults
 
 DEFAULT_RANKS = [2**k for k in range(11)]  # 1 .. 1024
@@ -87,10 +95,32 @@ def _merged(paths: list[str]) -> RunResults:
     return merged
 
 
+def _families(results: RunResults, messages: int | None, checked: bool) -> tuple[list[Family], str | None]:
+    """The training families, or none and why when the results hold only collectives (which are still
+    worth their calibration and held-out check: ``checked``)."""
+    try:
+        return workloads(results, messages=messages), None
+    except ProjectionError as exc:
+        if not checked:
+            raise
+        return [], str(exc)
+
+
 def run(args: argparse.Namespace) -> int:
     results = _merged(args.results)
     cal = calibrate(results, op=args.collective, latency_us=args.latency_us, bandwidth_gbps=args.bandwidth_gbps)
-    families = workloads(results, messages=args.messages)
+    holdout = held_out(collective_timings(results))
+    families, no_training = _families(results, args.messages, checked=bool(holdout))
+    print("Calibration (least squares over message sizes, per collective)\n")
+    print(calibration_table(cal))
+    if holdout:
+        print("\nHeld-out check of the collective model (each point predicted by a fit without its message size, "
+              "and by one without its world size; times in ms, error = predicted / measured - 1)\n")
+        print(holdout_table(holdout))
+    if no_training is not None:
+        print(f"\nNothing to project: {no_training}")
+        if args.case or args.plot:
+            raise ProjectionError("--case and --plot need training cases in the results")
     if args.case:
         families = [f for f in families if args.case in f.name]
         if not families:
@@ -98,11 +128,10 @@ def run(args: argparse.Namespace) -> int:
     algorithms = list(dict.fromkeys(args.algorithm or ALGORITHMS))
     ranks = sorted(set(args.ranks))
     checks = validate(families, cal.network, algorithms[0], backward_share=args.backward_share)
-    print("Calibration (least squares over message sizes, per collective)\n")
-    print(calibration_table(cal))
-    print(f"\nCheck against the measured cases ({algorithms[0]} exchange; step times in ms, error = predicted / "
-          "measured - 1; ! = oversubscribed)\n")
-    print(check_table(checks))
+    if families:
+        print(f"\nCheck against the measured cases ({algorithms[0]} exchange; step times in ms, error = predicted / "
+              "measured - 1; ! = oversubscribed)\n")
+        print(check_table(checks))
     projected = {}
     for family in families:
         pairs = projection_rows(family, cal.network, algorithms, ranks, args.backward_share)
@@ -118,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
             "network": asdict(cal.network),
             "source": cal.source,
             "fits": {op: asdict(f) for op, f in cal.fits.items()},
+            "held_out": [asdict(r) for r in holdout],
+            "held_out_median_abs_error": {kind: median_error(holdout, kind) for kind in HELD_OUT_KINDS},
             "checks": [asdict(c) for c in checks],
             "projections": {name: [asdict(x) for pair in pairs for x in pair] for name, pairs in projected.items()},
         }

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from tabulate import tabulate
 
 from pytest_dmlbench.projection.analysis import Calibration, Check, Family
+from pytest_dmlbench.projection.holdout import HELD_OUT_KINDS, HeldOut, median_error, why_not
 from pytest_dmlbench.projection.model import Network, Projection, project
 
 
@@ -47,6 +48,40 @@ def check_table(checks: Sequence[Check]) -> str:
         ])
     return tabulate(rows, headers=["case", "ws", "step ms", "own twin", "own twin, overlap", "smallest-ws twin",
                                    "speedup", "predicted speedup"], tablefmt="github")
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.4g} {unit}"
+    return f"{nbytes:g} B"
+
+
+def _held_out_cell(predicted: float | None, measured: float) -> str:
+    return "" if predicted is None else f"{_ms(predicted)} ({_pct(predicted / measured - 1)})"
+
+
+def holdout_table(rows: Sequence[HeldOut]) -> str:
+    """Per measured collective: its time and its predictions by fits without its message size and without
+    its world size; then the median error per collective and over all, or why a kind cannot be checked."""
+    table = tabulate([[r.op, r.world_size, _size(r.nbytes), _ms(r.measured_s),
+                       _held_out_cell(r.size_out_s, r.measured_s), _held_out_cell(r.world_size_out_s, r.measured_s)]
+                      for r in rows],
+                     headers=["collective", "ws", "size", "measured ms", "size held out", "world size held out"],
+                     tablefmt="github", disable_numparse=True)
+    ops = list(dict.fromkeys(r.op for r in rows))
+    medians = [[op, *(_abs_pct(median_error(rows, kind, op)) for kind in HELD_OUT_KINDS)] for op in ops]
+    medians.append(["all", *(_abs_pct(median_error(rows, kind)) for kind in HELD_OUT_KINDS)])
+    summary = tabulate(medians, headers=["median |error|", "size held out", "world size held out"],
+                       tablefmt="github")
+    labels = ("message size", "world size")
+    reasons = [f"{label} held out: not checked, {why}" for kind, label in zip(HELD_OUT_KINDS, labels, strict=True)
+               if (why := why_not(rows, kind)) is not None]
+    return "\n\n".join([table, summary, *reasons])
+
+
+def _abs_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f}%"
 
 
 def projection_rows(family: Family, net: Network, algorithms: Sequence[str], ranks: Sequence[int],

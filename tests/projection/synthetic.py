@@ -1,5 +1,6 @@
 """Results files made from a known network: collective timings and training cases that follow the
-alpha-beta model exactly, so that a fit must give back the alpha and beta they were made from."""
+alpha-beta model exactly, so that a fit must give back the alpha and beta they were made from. They test
+the arithmetic of fit and prediction, never the model's accuracy (circular by construction)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Calibration and the check against measurements on results made by the model (exact) and against it."""
+"""Calibration, workloads and the check of training cases, on results files made by the model.
+
+The tests named ``arithmetic`` feed the code timings made from the same formulas it fits or predicts
+with: they check the bookkeeping, not accuracy (tests/projection/test_holdout.py checks that on
+measurements).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from tests.projection.synthetic import (
 )
 
 
-def test_calibration_recovers_the_network_of_a_results_file() -> None:
+def test_arithmetic_calibration_gives_back_the_network_a_results_file_was_made_from() -> None:
     cal = calibrate(modelled_run(ops=("all_reduce", "all_gather", "broadcast")))
     assert cal.network.alpha_s == pytest.approx(ALPHA, rel=1e-9)
     assert cal.network.beta_s_per_byte == pytest.approx(BETA, rel=1e-9)
@@ -44,7 +49,7 @@ def test_workload_takes_compute_from_the_smallest_world_and_bytes_from_the_large
     assert family.workload.per_rank_batch == pytest.approx(PER_RANK_BATCH)
 
 
-def test_measurements_made_by_the_model_are_predicted_exactly() -> None:
+def test_arithmetic_cases_made_by_the_model_are_predicted_exactly() -> None:
     checks = validate(workloads(modelled_run("ring")), calibrate(modelled_run("ring")).network, "ring")
     assert [c.world_size for c in checks] == [1, 2, 4]
     for check in checks:

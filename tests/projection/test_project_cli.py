@@ -15,6 +15,7 @@ from pytest_dmlbench.report import write_results
 from tests.projection.synthetic import results, training_case
 
 REAL = Path(__file__).parent / "data" / "results_gloo_ws4.json"
+COLLECTIVES = Path(__file__).parent / "data" / "results_gloo_ws2-4_collectives.json"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -42,6 +43,31 @@ def test_real_results_give_a_calibration_a_check_and_projections(capsys: pytest.
     ring_1024 = [p for p in document["projections"]["test_ddp_weak_scaling"]
                  if p["algorithm"] == "ring" and p["ranks"] == 1024 and not p["overlap"]]
     assert len(ring_1024) == 1 and 0 < ring_1024[0]["efficiency"] < 1
+
+
+def test_one_world_size_checks_held_out_sizes_and_says_why_not_world_sizes(capsys: pytest.CaptureFixture[str],
+                                                                           tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "project", REAL, "--ranks", "8", "--json", tmp_path / "p.json")
+    assert code == 0
+    assert "Held-out check of the collective model" in out
+    assert "world size held out: not checked, every collective was measured at one world size (4)" in out
+    document = json.loads((tmp_path / "p.json").read_text())
+    assert len(document["held_out"]) == 20
+    medians = document["held_out_median_abs_error"]
+    assert medians["world_size"] is None and 0 < medians["size"] < 1
+
+
+def test_collectives_alone_give_the_calibration_and_its_held_out_check(capsys: pytest.CaptureFixture[str],
+                                                                       tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "project", COLLECTIVES, "--json", tmp_path / "p.json")
+    assert code == 0
+    assert "network used: alpha = " in out and "| all   " in out
+    assert "not checked" not in out
+    assert "Nothing to project: the results hold no training cases" in out
+    medians = json.loads((tmp_path / "p.json").read_text())["held_out_median_abs_error"]
+    assert medians["size"] > 0 and medians["world_size"] > 0
+    code, _, err = run(capsys, "project", COLLECTIVES, "--plot", tmp_path / "x.png")
+    assert code == 2 and "need training cases" in err
 
 
 def test_plot_is_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
