@@ -59,9 +59,10 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "project",
         help="project step time, speedup and communication fraction to many ranks (alpha-beta model)",
-        description="Fit latency and bandwidth on the collective cases of a results file, project every "
-        "training case measured beside its no-communication twin to more ranks, and check the model on the "
-        "world sizes that were measured.",
+        description="Fit latency and bandwidth on the collective cases of a results file, check that fit on "
+        "collectives held out of it (by message size and by world size), project every training case measured "
+        "beside its no-communication twin to more ranks, and check the model on the world sizes that were "
+        "measured.",
     )
     parser.add_argument("results", nargs="+", help="results JSON file(s) written by --dmlbench-json (merged)")
     parser.add_argument("--ranks", nargs="+", type=_positive_int, default=DEFAULT_RANKS, metavar="N",
