@@ -9,7 +9,6 @@ measurement targets listed in the README. Run with::
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -21,6 +20,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel
 
 from pytest_dmlbench.comm import counting_comm_hook
+from pytest_dmlbench.errors import NotJudged
 from pytest_dmlbench.measure.bandwidth import busbw_gbps
 from pytest_dmlbench.measure.clock import now
 from pytest_dmlbench.measure.collective_bench import (
@@ -29,28 +29,56 @@ from pytest_dmlbench.measure.collective_bench import (
     bench_collective,
     check_collective,
 )
+from pytest_dmlbench.measure.contention import ContentionWatch
 from pytest_dmlbench.measure.memory import PeakMemoryWatch, peak_rss_bytes
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan
 from pytest_dmlbench.measure.runner import benchmark_training, time_callable
-from pytest_dmlbench.stats import summarize
+from pytest_dmlbench.stats import median_interval, summarize
+
+# The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
+pytestmark = pytest.mark.correctness
 
 MB = 1e6
+EXPOSED_TOLERANCE_PP = 3.0  # the README's target: exposed fraction within 3 pp of an injected delay's share
+BUSBW_RATIO_BAND = (0.9, 1.1)  # the README's target: harness busbw within 10 % of a plain timing loop
+ROUNDS_UNTIL_DECIDED = (60, 240)
+PAIRS_UNTIL_DECIDED = (31, 124)
+CONTENDED = 0.25  # share of the measurement with a task waiting for a CPU beyond which a miss is not judged
 
 
-def _miss_on_busy_machine(miss: str, figures: dict[str, float]) -> None:
-    """Fail a timing validation that missed its target, unless other work competed for the cores.
+def within(interval: tuple[float, float], low: float, high: float) -> bool | None:
+    """True when ``interval`` lies inside ``[low, high]``, False when wholly outside, None when it straddles."""
+    lo, hi = interval
+    if low <= lo and hi <= high:
+        return True
+    if hi < low or lo > high:
+        return False
+    return None
 
-    Timing targets are defined for an otherwise idle machine. When the 1-minute load average exceeds the
-    core count (this case's own ranks account for at most one per core), a miss is reported as a skip
-    whose reason carries the figures; on an idle machine it fails.
+
+def settle(verdict: bool | None, target: str, interval: tuple[float, float], figures: dict[str, float],
+           watch: ContentionWatch) -> None:
+    """Pass, fail, or end the case as not judged, from where the figure's 95 % interval lies.
+
+    A timing validation compares its figure with a reference measured in the same run, interleaved round by
+    round, so noise widens the interval rather than moving it: a pass needs the whole interval inside the
+    target, a miss the whole interval outside; in between the run could not tell, and says so
+    (``NotJudged``, listed and counted at the end of the run). A miss while other work kept runnable tasks
+    waiting for a CPU (``CONTENDED``, from the kernel's pressure-stall counter over the measurement) is not
+    judged either: every wake-up then waits for a core, and a known injected delay stops being the ground
+    truth. On an otherwise idle machine a miss fails.
     """
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    message = f"{miss}; figures: {figures}"
-    if load > cores:
-        pytest.skip(
-            f"machine busy (load {load:.1f} on {cores} cores), timing target not checkable: {message}"
-        )
-    pytest.fail(message)
+    contended = RankSync().max([watch.share() or 0.0])[0]
+    figures = {**figures, "cpu_contention": contended}
+    where = f"the 95 % interval [{interval[0]:.4g}, {interval[1]:.4g}]"
+    if verdict is None:
+        raise NotJudged(f"{target}: {where} straddles a bound, too uncertain to tell a pass from a miss; "
+                        f"figures: {figures}")
+    if not verdict and contended > CONTENDED:
+        raise NotJudged(f"{target}: {where} lies outside it, but other work kept tasks waiting for a CPU "
+                        f"{100 * contended:.0f} % of the time (more than {100 * CONTENDED:.0f} %); figures: {figures}")
+    if not verdict:
+        pytest.fail(f"{target} missed: {where} lies outside it; figures: {figures}")
 
 
 def _mlp(width: int = 256, seed: int = 0) -> nn.Module:
@@ -126,6 +154,7 @@ def check_exposed_comm(
     )
     injected = RankSync().max([summarize(sleeps).median])[0]
     t_step = result.metrics["step_time_s"].stats.median
+    low, high = RankSync().max(list(median_interval(result.metrics["exposed_comm_fraction"].samples)))
     return {
         "injected_s": injected,
         "step_time_s": t_step,
@@ -134,6 +163,9 @@ def check_exposed_comm(
         "exposed_comm_fraction": result.metrics["exposed_comm_fraction"].stats.median,
         "exposed_comm_fraction_iqr": result.metrics["exposed_comm_fraction"].stats.iqr,
         "of_medians": result.exposed_comm_fraction_of_medians or float("nan"),
+        "error_low_pp": 100 * (low - injected / t_step),
+        "error_high_pp": 100 * (high - injected / t_step),
+        "rounds": rounds,
     }
 
 
@@ -161,12 +193,16 @@ def check_busbw(nbytes: int = 16 * 1024 * 1024, iters: int = 5, pairs: int = 31)
         result = bench_collective("all_reduce", nbytes, iters=iters, warmup=1, rounds=1, check=pair == 0)
         harness += result.busbw_gbps
         plain.append(_plain_busbw(nbytes, iters))
-    ratios = [h / p for h, p in zip(harness, plain, strict=True)]
+    ratios = [h / p for h, p in zip(harness, plain, strict=True)]  # identical on every rank (max over ranks)
+    low, high = median_interval(ratios)
     return {
         "harness_busbw_gbps": summarize(harness).median,
         "plain_busbw_gbps": summarize(plain).median,
         "ratio": summarize(ratios).median,
         "ratio_iqr": summarize(ratios).iqr,
+        "ratio_low": low,
+        "ratio_high": high,
+        "pairs": pairs,
     }
 
 
@@ -234,23 +270,33 @@ def check_comm_bytes() -> dict[str, float]:
 
 @pytest.mark.dmlbench(world_size=2)
 def test_injected_hook_sleep_moves_exposed_fraction_by_its_share(dist: Any, dmlbench: Any) -> None:
-    figures = check_exposed_comm(allreduce_hook)
+    watch = ContentionWatch.start()
+    for rounds in ROUNDS_UNTIL_DECIDED:  # a noisy run measures longer before it gives up
+        figures = check_exposed_comm(allreduce_hook, rounds=rounds)
+        interval = (figures["error_low_pp"], figures["error_high_pp"])
+        verdict = within(interval, -EXPOSED_TOLERANCE_PP, EXPOSED_TOLERANCE_PP)
+        if verdict is not None:
+            break
     assert figures["injected_s"] >= 0.02, figures
     error = figures["exposed_comm_fraction"] - figures["injected_share"]
     dmlbench.record("exposed_minus_injected_pp", 100 * error, unit="pp", better=None)
     dmlbench.record("injected_share", figures["injected_share"], unit="fraction", better=None)
-    if abs(error) > 0.03:
-        _miss_on_busy_machine(
-            f"exposed_comm_fraction off the injected share by {100 * error:+.1f} pp > 3 pp", figures
-        )
+    settle(verdict, f"exposed_comm_fraction minus the injected share within +-{EXPOSED_TOLERANCE_PP:g} pp "
+                    f"(measured {100 * error:+.2f} pp)", interval, figures, watch)
 
 
 @pytest.mark.dmlbench(world_size=2)
 def test_harness_busbw_matches_a_plain_timing_loop(dist: Any, dmlbench: Any) -> None:
-    figures = check_busbw()
+    watch = ContentionWatch.start()
+    for pairs in PAIRS_UNTIL_DECIDED:
+        figures = check_busbw(pairs=pairs)
+        interval = (figures["ratio_low"], figures["ratio_high"])
+        verdict = within(interval, *BUSBW_RATIO_BAND)
+        if verdict is not None:
+            break
     dmlbench.record("busbw_harness_over_plain", figures["ratio"], unit="ratio", better=None)
-    if not 0.9 <= figures["ratio"] <= 1.1:
-        _miss_on_busy_machine(f"harness/plain busbw ratio {figures['ratio']:.3f} outside [0.9, 1.1]", figures)
+    settle(verdict, f"harness/plain busbw ratio within {list(BUSBW_RATIO_BAND)} (measured {figures['ratio']:.3f})",
+           interval, figures, watch)
 
 
 @pytest.mark.dmlbench(world_size=2)

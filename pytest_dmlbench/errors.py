@@ -19,6 +19,12 @@ class WorldError(DmlbenchError):
     """A rank world that could not be started or has broken down."""
 
 
+class NotJudged(DmlbenchError):
+    """Raised by a validation that could not judge its target in this run (its measurement too uncertain
+    to tell a pass from a miss). The item is reported as not judged: skipped with the reason, listed and
+    counted in the summary, failed under ``--dmlbench-fail-on-inconclusive``; never a silent pass."""
+
+
 class BaselineWarning(UserWarning):
     """Something about the stored baselines the user should know but that does not fail the run."""
 

@@ -44,6 +44,7 @@ from pytest_dmlbench.item_case import (
     run_in_process_block,
 )
 from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
+from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results_reporter import REPORT_ATTR, ResultsReporter
 from pytest_dmlbench.run_facts import RunFacts
@@ -164,6 +165,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_dmlbench.properties.healthcheck import PropertyHealthCheck
 
     config.pluginmanager.register(PropertyHealthCheck(), "dmlbench-properties")
+    config.pluginmanager.register(NotJudgedLedger(), "dmlbench-not-judged")
     engine = _engine_for(settings, facts)
     config.stash[ENGINE_KEY] = engine
     run = {**facts.to_dict(settings.world_size, settings.threshold_pct), **commit_fact(config.rootpath),
@@ -335,6 +337,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}
     first = run.ranks[0].outcome
     if not run.unmatched and len(statuses) == 1 and first is not None and all(r.outcome for r in run.ranks):
+        if first.status == "not_judged":
+            fail = pyfuncitem.config.stash[CONFIG_KEY].fail_on_inconclusive
+            report_not_judged(pyfuncitem, first.message, fail=fail)
         if first.status == "skipped":
             pytest.skip(first.message)
         if first.status == "xfailed":

@@ -71,3 +71,21 @@ def summarize(samples: Sequence[float]) -> Summary:
         stddev=_stddev(finite),
         rounds=len(samples),
     )
+
+
+def median_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median: the order statistics ``x(k)`` and ``x(n+1-k)``.
+
+    ``k`` is the largest rank with ``P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2``, so the interval
+    covers the median with at least ``confidence``, whatever the distribution. NaN samples are dropped;
+    ``(-inf, inf)`` when there are too few samples for that confidence (fewer than 6 at 95 %).
+    """
+    ordered = sorted(float(x) for x in samples if not math.isnan(float(x)))
+    n, tail = len(ordered), (1 - confidence) / 2
+    k, below = 0, 0.0
+    while k < n and below + math.comb(n, k) / 2**n <= tail:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    if k == 0:
+        return -math.inf, math.inf
+    return ordered[k - 1], ordered[n - k]

@@ -58,7 +58,7 @@ def describe_outcome(outcome: RankOutcome | None, died: str | None, stuck: bool)
         return f"died ({died})"
     if stuck or outcome is None:
         return "did not finish"
-    if outcome.status in ("skipped", "xfailed") and outcome.message:
+    if outcome.status in ("skipped", "xfailed", "not_judged") and outcome.message:
         return f"{outcome.status} ({outcome.message!r})"
     return outcome.status
 
@@ -70,5 +70,5 @@ def mixed_outcomes(described: list[tuple[int, str, str]]) -> str:
         return ""
     listing = ", ".join(f"rank {rank} {text}" for rank, _, text in described)
     statuses = {status for _, status, _ in described}
-    advice = MIXED_SKIP_ADVICE if statuses & {"skipped", "xfailed"} else MIXED_FAIL_ADVICE
+    advice = MIXED_SKIP_ADVICE if statuses & {"skipped", "xfailed", "not_judged"} else MIXED_FAIL_ADVICE
     return f"the ranks reached different outcomes: {listing}. {advice}"

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.errors import NotJudged
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
 from pytest_dmlbench.world.groups import GroupWatch
@@ -68,7 +69,10 @@ def warm_up() -> None:
 
 
 def classify(exc: BaseException) -> Status:
-    """pytest's skip/xfail outcomes, recognised by class name (they present themselves as builtins)."""
+    """pytest's skip/xfail outcomes, recognised by class name (they present themselves as builtins), and a
+    validation that could not judge (:class:`~pytest_dmlbench.errors.NotJudged`)."""
+    if isinstance(exc, NotJudged):
+        return "not_judged"
     names = {cls.__name__ for cls in type(exc).__mro__}
     if "OutcomeException" in names:
         if "Skipped" in names:

@@ -45,8 +45,8 @@ def _describe(report: RankReport, run: CaseOutcome, first_failure: str | None) -
     assert outcome is not None
     if outcome.status == "failed":
         return f"[rank {rank}] failed:\n{outcome.traceback.rstrip() or outcome.message}"
-    if outcome.status == "skipped":
-        return f"[rank {rank}] skipped: {outcome.message}"
+    if outcome.status in ("skipped", "not_judged"):
+        return f"[rank {rank}] {outcome.status.replace('_', ' ')}: {outcome.message}"
     return f"[rank {rank}] {outcome.status}"
 
 

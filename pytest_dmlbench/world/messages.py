@@ -75,7 +75,7 @@ class CaseRequest:
     block: BlockBudget | None = None  # a block of the paired gate replaces the case's own round counts
 
 
-Status = Literal["passed", "failed", "skipped", "xfailed"]
+Status = Literal["passed", "failed", "skipped", "xfailed", "not_judged"]
 
 
 @dataclass(frozen=True)
