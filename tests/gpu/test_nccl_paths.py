@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+from tests.conftest import GPU_SKIP
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason=GPU_SKIP)
 
 CASES = '''
 import pytest, torch, torch.distributed as td

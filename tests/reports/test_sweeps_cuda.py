@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from pytest_dmlbench.sweeps import max_batch_size
+from tests.conftest import GPU_SKIP
 from tests.reports.test_sweeps import SAMPLE, KnownMemoryModel
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason=GPU_SKIP)
 
 
 def test_cuda_finder_against_a_memory_budget() -> None:
