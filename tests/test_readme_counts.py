@@ -1,0 +1,51 @@
+"""The counts the README quotes are what pytest collects now: a case added or removed without updating the
+README fails here, with the command that gives the new count."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import clean_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (README sentence with the count as a group, the pytest arguments whose collection gives it)
+QUOTED = [
+    (r"`pytest --dmlbench --world-size 4` collects (\d+) items", ("--dmlbench", "--world-size", "4")),
+    (r"`-m correctness` collects (\d+) cases", ("--dmlbench", "--world-size", "2", "-m", "correctness")),
+]
+
+
+def quoted_count(text: str, pattern: str) -> int:
+    """The one count ``pattern`` finds in ``text``; AssertionError when it is missing or quoted twice."""
+    found = re.findall(pattern, re.sub(r"\s+", " ", text))
+    assert len(found) == 1, f"README: expected one match of {pattern!r}, found {found}"
+    return int(found[0])
+
+
+def collected(*args: str) -> int:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=clean_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return sum("::" in line for line in proc.stdout.splitlines())
+
+
+@pytest.mark.parametrize(("pattern", "args"), QUOTED, ids=["bench-cases", "correctness"])
+def test_the_readme_quotes_what_pytest_collects(pattern: str, args: tuple[str, ...]) -> None:
+    quoted = quoted_count((ROOT / "README.md").read_text(), pattern)
+    actual = collected(*args)
+    assert quoted == actual, f"README.md quotes {quoted}, `pytest {' '.join(args)} --collect-only -q` gives {actual}"
+
+
+def test_a_stale_or_missing_count_is_caught() -> None:
+    pattern = QUOTED[1][0]
+    assert quoted_count("the suite: `-m correctness`\n collects 12 cases", pattern) == 12
+    with pytest.raises(AssertionError, match="found \\[\\]"):
+        quoted_count("the suite collects some cases", pattern)
+    with pytest.raises(AssertionError, match="found \\['1', '2'\\]"):
+        quoted_count("`-m correctness` collects 1 cases; `-m correctness` collects 2 cases", pattern)
