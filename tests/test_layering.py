@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("strategies", "robust", "models", "data", "reference", "bench", "sweeps"),
     ("world", "properties"),
     ("baseline",),
-    ("case_results", "report", "results_reporter", "introspection", "cli", "__main__", "experiments",
+    ("case_results", "report", "results_reporter", "not_judged", "introspection", "cli", "__main__", "experiments",
      "table", "envreport", "plots", "projection", "gates.stored", "stash_keys", "item_case", "paired"),
     ("gates", "plugin"),
 ]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from pytest_dmlbench.baseline.jsonio import read_results
-from pytest_dmlbench.errors import DmlbenchError
+from pytest_dmlbench.config import parse_count
+from pytest_dmlbench.errors import ConfigError, DmlbenchError
 from pytest_dmlbench.projection.analysis import Family, ProjectionError, calibrate, validate, workloads
 from pytest_dmlbench.projection.holdout import HELD_OUT_KINDS, held_out, median_error
 from pytest_dmlbench.projection.inputs import collective_timings
@@ -27,14 +29,16 @@ DEFAULT_RANKS = [2**k for k in range(11)]  # 1 .. 1024
 RESULTS_HINT = "Pass a results file written by `pytest --dmlbench ... --dmlbench-json PATH`."
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a rank count must be >= 1, got {text!r}")
-    return value
+def _count(option: str) -> Callable[[str], int]:
+    """The plugin's one count rule (:func:`~pytest_dmlbench.config.parse_count`) as an argparse type."""
+
+    def parse(text: str) -> int:
+        try:
+            return parse_count(text, option)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None  # argparse names it
+
+    return parse
 
 
 def _positive_float(text: str) -> float:
@@ -65,7 +69,7 @@ def add_parser(commands: Any) -> None:
         "measured.",
     )
     parser.add_argument("results", nargs="+", help="results JSON file(s) written by --dmlbench-json (merged)")
-    parser.add_argument("--ranks", nargs="+", type=_positive_int, default=DEFAULT_RANKS, metavar="N",
+    parser.add_argument("--ranks", nargs="+", type=_count("--ranks"), default=DEFAULT_RANKS, metavar="N",
                         help="rank counts to project to (default 1 2 4 ... 1024)")
     parser.add_argument("--algorithm", choices=ALGORITHMS, action="append",
                         help="exchange to model: ring, tree or ps (repeatable; default all three; the check "
@@ -74,7 +78,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--bandwidth-gbps", type=_positive_float, help="link bandwidth in GB/s instead of the fit")
     parser.add_argument("--collective", default="all_reduce",
                         help="collective whose fit calibrates the network (default all_reduce)")
-    parser.add_argument("--messages", type=_positive_int,
+    parser.add_argument("--messages", type=_count("--messages"),
                         help="messages per step (default: one per 25 MiB of gradient, DDP's bucket)")
     parser.add_argument("--backward-share", type=_share, default=DEFAULT_BACKWARD_SHARE,
                         help="share of the compute that communication can overlap (default 2/3: the backward)")
