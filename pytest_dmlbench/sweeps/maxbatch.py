@@ -156,7 +156,7 @@ def cuda_step_fits(step: Callable[[int], None], device: Any, memory_mb: float | 
         try:
             step(batch)
             api.synchronize(device)
-        except torch.OutOfMemoryError:
+        except torch.cuda.OutOfMemoryError:  # the same class as newer torch's torch.OutOfMemoryError
             api.empty_cache()
             return False
         if memory_mb is None:

@@ -109,7 +109,7 @@ def test_cuda_search_logic_with_a_fake_step() -> None:
 
     def step(batch: int) -> None:
         if batch > 300:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     calls = []
     fake_cuda = _FakeCuda(calls)
