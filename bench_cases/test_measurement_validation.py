@@ -43,7 +43,7 @@ EXPOSED_TOLERANCE_PP = 3.0  # the README's target: exposed fraction within 3 pp 
 BUSBW_RATIO_BAND = (0.9, 1.1)  # the README's target: harness busbw within 10 % of a plain timing loop
 ROUNDS_UNTIL_DECIDED = (60, 240)
 PAIRS_UNTIL_DECIDED = (31, 124)
-CONTENDED = 0.25  # share of the measurement with a task waiting for a CPU beyond which a miss is not judged
+CONTENDED = 0.25  # share of the machine's CPU time other work took beyond which a miss is not judged
 
 
 def within(interval: tuple[float, float], low: float, high: float) -> bool | None:
@@ -63,20 +63,22 @@ def settle(verdict: bool | None, target: str, interval: tuple[float, float], fig
     A timing validation compares its figure with a reference measured in the same run, interleaved round by
     round, so noise widens the interval rather than moving it: a pass needs the whole interval inside the
     target, a miss the whole interval outside; in between the run could not tell, and says so
-    (``NotJudged``, listed and counted at the end of the run). A miss while other work kept runnable tasks
-    waiting for a CPU (``CONTENDED``, from the kernel's pressure-stall counter over the measurement) is not
-    judged either: every wake-up then waits for a core, and a known injected delay stops being the ground
-    truth. On an otherwise idle machine a miss fails.
+    (``NotJudged``, listed and counted at the end of the run). A miss while other work took more than
+    ``CONTENDED`` of the machine's CPU time (``/proc/stat`` over the measurement, less the ranks' own) is
+    not judged either: every wake-up then waits for a core, and a known injected delay stops being the
+    ground truth. On an otherwise idle machine a miss fails.
     """
-    contended = RankSync().max([watch.share() or 0.0])[0]
+    world_cpu = torch.tensor([watch.own_cpu_s()], dtype=torch.float64)
+    tdist.all_reduce(world_cpu)  # the ranks' own CPU time is not other work
+    contended = RankSync().max([watch.share(float(world_cpu)) or 0.0])[0]
     figures = {**figures, "cpu_contention": contended}
     where = f"the 95 % interval [{interval[0]:.4g}, {interval[1]:.4g}]"
     if verdict is None:
         raise NotJudged(f"{target}: {where} straddles a bound, too uncertain to tell a pass from a miss; "
                         f"figures: {figures}")
     if not verdict and contended > CONTENDED:
-        raise NotJudged(f"{target}: {where} lies outside it, but other work kept tasks waiting for a CPU "
-                        f"{100 * contended:.0f} % of the time (more than {100 * CONTENDED:.0f} %); figures: {figures}")
+        raise NotJudged(f"{target}: {where} lies outside it, but other work took {100 * contended:.0f} % of "
+                        f"the machine's CPU time (more than {100 * CONTENDED:.0f} %); figures: {figures}")
     if not verdict:
         pytest.fail(f"{target} missed: {where} lies outside it; figures: {figures}")
 

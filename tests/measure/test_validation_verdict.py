@@ -1,9 +1,11 @@
-"""The timing validations' verdict rule (bench_cases/test_measurement_validation.py): a 95 % interval wholly
-inside the target passes, wholly outside fails on a quiet machine, and is "not judged" when it straddles a
-bound or when other work kept tasks waiting for a CPU (read from a pressure-stall file written here)."""
+"""The timing validations' verdict rule (bench_cases/test_measurement_validation.py), on a real one-rank
+group: a 95 % interval wholly inside the target passes, wholly outside fails on a quiet machine, and is
+"not judged" when it straddles a bound or when other work took the machine's CPU (a /proc/stat written
+here)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,12 +17,12 @@ from pytest_dmlbench.measure.contention import ContentionWatch
 
 
 def watch_with(tmp_path: Path, share: float) -> ContentionWatch:
-    """A watch over 10 s (fake clock) in which tasks waited for a CPU ``share`` of the time."""
-    psi = tmp_path / "cpu"
-    psi.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    """A watch over 10 s (fake clock) in which other work took ``share`` of the machine's CPU time."""
+    stat, tick, cores = tmp_path / "stat", os.sysconf("SC_CLK_TCK"), os.cpu_count() or 1
+    stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n")
     with use_clock(lambda: 0.0):
-        watch = ContentionWatch.start(psi)
-    psi.write_text(f"some avg10=0.00 avg60=0.00 avg300=0.00 total={int(share * 10e6)}\n")
+        watch = ContentionWatch.start(stat)
+    stat.write_text(f"cpu  {int(share * cores * 10 * tick)} 0 0 0 0 0 0 0 0 0\n")
     return watch
 
 
@@ -30,22 +32,22 @@ def test_within_reads_where_the_interval_lies(interval: tuple[float, float], exp
     assert within(interval, -3.0, 3.0) is expected
 
 
-def test_an_interval_inside_the_target_passes(tmp_path: Path) -> None:
+def test_an_interval_inside_the_target_passes(tmp_path: Path, world1: None) -> None:
     with use_clock(lambda: 10.0):
         settle(True, "target", (-1.0, 2.0), {}, watch_with(tmp_path, 0.9))
 
 
-def test_a_miss_on_a_quiet_machine_fails(tmp_path: Path) -> None:
+def test_a_miss_on_a_quiet_machine_fails(tmp_path: Path, world1: None) -> None:
     missed = r"target missed: the 95 % interval \[3\.5, 9\] lies outside it; figures: "
     with use_clock(lambda: 10.0), pytest.raises(pytest.fail.Exception, match=missed):
         settle(False, "target", (3.5, 9.0), {}, watch_with(tmp_path, CONTENDED / 2))
 
 
-def test_a_miss_on_a_contended_machine_is_not_judged(tmp_path: Path) -> None:
-    with use_clock(lambda: 10.0), pytest.raises(NotJudged, match=r"kept tasks waiting for a CPU 90 % of the time"):
+def test_a_miss_on_a_contended_machine_is_not_judged(tmp_path: Path, world1: None) -> None:
+    with use_clock(lambda: 10.0), pytest.raises(NotJudged, match=r"other work took 90 % of the machine's CPU time"):
         settle(False, "target", (3.5, 9.0), {}, watch_with(tmp_path, 0.9))
 
 
-def test_an_interval_across_a_bound_is_not_judged(tmp_path: Path) -> None:
+def test_an_interval_across_a_bound_is_not_judged(tmp_path: Path, world1: None) -> None:
     with use_clock(lambda: 10.0), pytest.raises(NotJudged, match=r"straddles a bound"):
         settle(None, "target", (1.0, 4.0), {}, watch_with(tmp_path, 0.0))
