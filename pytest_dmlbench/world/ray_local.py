@@ -9,7 +9,8 @@ turns that switch off while ``ray.init`` starts the instance (the driver reads i
 ``ray._private.ray_constants``, which another import of Ray may have read already; the processes Ray
 spawns read the environment), restores it afterwards, and checks the node's address, so a Ray version
 that decides otherwise fails loudly instead of listening on the network. No dashboard, no usage-stats
-reporting.
+reporting. Every worker runs :func:`~.bound_store.bind_rendezvous_stores` at start, so the store Ray Train's
+process group opens on its rank 0 listens on the node's address (127.0.0.1) too.
 
 A real cluster is never started here: with ``RAY_ADDRESS`` set, or Ray already initialised, the callers
 connect to that cluster as it is.
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pytest_dmlbench.errors import WorldError
+from pytest_dmlbench.world.bound_store import HOOK
 
 LOOPBACK = "127.0.0.1"
 CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # Ray's own name; "0" keeps a node on 127.0.0.1
@@ -52,7 +54,9 @@ def start_local(ray: Any, **options: Any) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     with _single_node_ray():
         # address="local": a new instance of our own, never one that ``ray start`` left running here
-        ray.init(address="local", include_dashboard=False, _node_ip_address=LOOPBACK, **options)
+        runtime_env = {**options.pop("runtime_env", {}), "worker_process_setup_hook": HOOK}
+        ray.init(address="local", include_dashboard=False, _node_ip_address=LOOPBACK, runtime_env=runtime_env,
+                 **options)
     node = ray.util.get_node_ip_address()
     if node != LOOPBACK:
         ray.shutdown()

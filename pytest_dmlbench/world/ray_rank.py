@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -18,6 +17,7 @@ from typing import Any
 
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.world.backend import device_for
+from pytest_dmlbench.world.bound_store import bound_store
 from pytest_dmlbench.world.execute import case_arguments, execute_case
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
@@ -52,15 +52,9 @@ class RankActor:
     def host_store(self, host: str) -> int:
         """Rank 0: start the world's TCP store listening on ``host`` only, port chosen by the OS; returns the
         port. (A TCPStore that opens its own socket binds every interface, whatever ``host`` says.)"""
-        import torch.distributed as td
-
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        listener = socket.create_server((host, 0), family=family)
-        port = int(listener.getsockname()[1])
-        self.store = td.TCPStore(host, port, self.spec.world_size, is_master=True,  # type: ignore[attr-defined,unused-ignore]
-                                 timeout=timedelta(seconds=self.spec.init_timeout_s), wait_for_workers=False,
-                                 master_listen_fd=listener.detach())
-        return port
+        self.store = bound_store(host, 0, self.spec.world_size, timedelta(seconds=self.spec.init_timeout_s),
+                                 wait_for_workers=False)
+        return int(self.store.port)
 
     def join(self, host: str, port: int, loopback: bool) -> Ready:
         """Join the process group through the TCP store at ``host:port``."""

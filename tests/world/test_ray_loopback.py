@@ -1,19 +1,27 @@
 """The local Ray the plugin starts listens on loopback only: while a Ray world runs (started through
 ``RayWorld.start``, the plugin's own path), no process of the tree listens on a wildcard or network address,
-and the world's TCP store is on 127.0.0.1. Negative controls: the same detector finds Ray's wildcard
-listeners when Ray is started the default way, and a TCPStore that opens its own socket on ``::``."""
+and the world's TCP store is on 127.0.0.1; a Ray Train fit on the embedded instance opens its process
+group's store on 127.0.0.1 only. Negative controls: the same detector finds Ray's wildcard listeners when
+Ray is started the default way, a TCPStore that opens its own socket on ``::``, and torch's own
+``env://`` rendezvous store on ``::`` before the worker hook replaces it."""
 
 from __future__ import annotations
 
+import importlib
+import socket
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
+from pytest_dmlbench.world.bound_store import bind_rendezvous_stores
 from pytest_dmlbench.world.messages import WorldSpec
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
 from tests.world import ray_cases
-from tests.world.listeners import listeners, named, process_tree
+from tests.world.listeners import Listener, listeners, named, process_tree
 
 ray = pytest.importorskip("ray", reason="the Ray launcher's tests need Ray: pip install 'pytest-dmlbench[ray]'")
 
@@ -67,3 +75,82 @@ def test_the_detector_finds_a_tcp_store_that_binds_its_own_socket() -> None:
                         wait_for_workers=False)
     wildcard = [listener for listener in listeners(process_tree()) if listener.wildcard]
     assert store.port in {listener.port for listener in wildcard}, named(wildcard)
+
+
+@pytest.fixture
+def rendezvous_restored() -> Iterator[None]:
+    """torch's rendezvous store factory as it was before the test (the hook replaces it in place)."""
+    rendezvous: Any = importlib.import_module("torch.distributed.rendezvous")  # not torch.distributed's function
+
+    original = rendezvous._create_c10d_store
+    yield
+    rendezvous._create_c10d_store = original
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _env_store_listeners(port: int) -> list[Listener]:
+    """Rank 0 of a one-rank ``env://`` rendezvous on 127.0.0.1:``port``: where its store listens."""
+    rendezvous: Any = importlib.import_module("torch.distributed.rendezvous")  # not torch.distributed's function
+
+    os_env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "1"}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in os_env.items():
+            patch.setenv(name, value)
+        store, _, _ = next(rendezvous.rendezvous("env://", timeout=timedelta(seconds=30)))
+    found = [listener for listener in listeners([psutil.Process()]) if listener.port == port]
+    del store
+    return found
+
+
+def test_the_rendezvous_hook_keeps_rank_0s_store_on_its_host(rendezvous_restored: None) -> None:
+    port = free_port()
+    # negative control first: torch's own rendezvous store listens on every interface
+    assert any(listener.wildcard for listener in _env_store_listeners(port)), "torch's store did not bind ::"
+    bind_rendezvous_stores()
+    port = free_port()
+    found = _env_store_listeners(port)
+    assert found and all(listener.host == "127.0.0.1" for listener in found), named(found)
+
+
+def _report_store_listeners() -> None:
+    """A Ray Train loop: rank 0 reports where the process group's store (MASTER_PORT) listens (Ray Train
+    keeps a run's metrics only with a checkpoint, so rank 0 attaches an empty one)."""
+    import os
+    import tempfile
+
+    import psutil as ps
+    import ray.train
+
+    port = int(os.environ["MASTER_PORT"])
+    found = sorted(f"{c.laddr.ip}:{c.laddr.port}" for c in ps.Process().net_connections(kind="tcp")
+                   if c.status == ps.CONN_LISTEN and c.laddr.port == port)
+    metrics = {"store_listeners": ";".join(found), "port": port}
+    if ray.train.get_context().get_world_rank() != 0:
+        ray.train.report(metrics)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+def test_a_ray_train_fit_on_the_embedded_ray_listens_on_loopback_only(no_ray: None, tmp_path: Path) -> None:
+    train = pytest.importorskip("ray.train.torch", reason="needs Ray Train: pip install 'pytest-dmlbench[ray]'")
+    from ray.train import RunConfig, ScalingConfig
+
+    from pytest_dmlbench.experiments.ray_cluster import connect, cpus_per_worker
+
+    connection = connect()
+    assert connection.started_here
+    scaling = ScalingConfig(num_workers=2, use_gpu=False,
+                            resources_per_worker={"CPU": cpus_per_worker(connection.cpus, 2)})
+    trainer = train.TorchTrainer(_report_store_listeners, scaling_config=scaling,
+                                 torch_config=train.TorchConfig(backend="gloo"),
+                                 run_config=RunConfig(storage_path=str(tmp_path)))
+    result = trainer.fit()
+    assert result.error is None, result.error
+    metrics = result.metrics
+    assert metrics is not None and metrics["store_listeners"] == f"127.0.0.1:{metrics['port']}", metrics
