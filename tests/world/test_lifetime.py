@@ -38,6 +38,13 @@ RECORDING_CASES = """
 """
 
 
+def interruptible() -> None:
+    """In the child before exec: Ctrl-C raises KeyboardInterrupt, as in a terminal. A process started in the
+    background by a shell without job control (``cmd &`` in a script, ``nohup``) inherits SIGINT ignored,
+    and Python keeps an inherited SIG_IGN, so the session would never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def recorded_pids(folder: Path) -> set[int]:
     """Rank pids and the zygote pid (their parent) recorded by the cases."""
     pids = set()
@@ -82,7 +89,7 @@ def test_no_survivors_when_the_session_is_interrupted(tmp_path: Path, how: str) 
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dmlbench", "-k", "waits"],
         cwd=tmp_path, env=clean_env(PIDS_DIR=str(pids_dir), HANG="1"), start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible,
     )
     try:
         wait_until(lambda: len(list(pids_dir.glob("*.pid"))) == 3, 180, "all three ranks to start the case")
