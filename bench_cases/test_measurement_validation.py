@@ -10,6 +10,7 @@ measurement targets listed in the README. Run with::
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -54,6 +55,21 @@ def within(interval: tuple[float, float], low: float, high: float) -> bool | Non
     if hi < low or lo > high:
         return False
     return None
+
+
+def measure_until_decided(
+    measure: Callable[[int], dict[str, float]], lengths: tuple[int, ...], bounds: tuple[str, str],
+    target: tuple[float, float],
+) -> tuple[dict[str, float], tuple[float, float], bool | None]:
+    """Measure at each length in turn (a noisy run measures longer before it gives up) until the figure's
+    interval (the ``bounds`` keys of the figures) lies wholly inside or outside ``target``."""
+    for length in lengths:
+        figures = measure(length)
+        interval = (figures[bounds[0]], figures[bounds[1]])
+        verdict = within(interval, *target)
+        if verdict is not None:
+            break
+    return figures, interval, verdict
 
 
 def settle(verdict: bool | None, target: str, interval: tuple[float, float], figures: dict[str, float],
@@ -273,12 +289,9 @@ def check_comm_bytes() -> dict[str, float]:
 @pytest.mark.dmlbench(world_size=2)
 def test_injected_hook_sleep_moves_exposed_fraction_by_its_share(dist: Any, dmlbench: Any) -> None:
     watch = ContentionWatch.start()
-    for rounds in ROUNDS_UNTIL_DECIDED:  # a noisy run measures longer before it gives up
-        figures = check_exposed_comm(allreduce_hook, rounds=rounds)
-        interval = (figures["error_low_pp"], figures["error_high_pp"])
-        verdict = within(interval, -EXPOSED_TOLERANCE_PP, EXPOSED_TOLERANCE_PP)
-        if verdict is not None:
-            break
+    figures, interval, verdict = measure_until_decided(
+        lambda rounds: check_exposed_comm(allreduce_hook, rounds=rounds), ROUNDS_UNTIL_DECIDED,
+        ("error_low_pp", "error_high_pp"), (-EXPOSED_TOLERANCE_PP, EXPOSED_TOLERANCE_PP))
     assert figures["injected_s"] >= 0.02, figures
     error = figures["exposed_comm_fraction"] - figures["injected_share"]
     dmlbench.record("exposed_minus_injected_pp", 100 * error, unit="pp", better=None)
@@ -290,12 +303,8 @@ def test_injected_hook_sleep_moves_exposed_fraction_by_its_share(dist: Any, dmlb
 @pytest.mark.dmlbench(world_size=2)
 def test_harness_busbw_matches_a_plain_timing_loop(dist: Any, dmlbench: Any) -> None:
     watch = ContentionWatch.start()
-    for pairs in PAIRS_UNTIL_DECIDED:
-        figures = check_busbw(pairs=pairs)
-        interval = (figures["ratio_low"], figures["ratio_high"])
-        verdict = within(interval, *BUSBW_RATIO_BAND)
-        if verdict is not None:
-            break
+    figures, interval, verdict = measure_until_decided(
+        lambda pairs: check_busbw(pairs=pairs), PAIRS_UNTIL_DECIDED, ("ratio_low", "ratio_high"), BUSBW_RATIO_BAND)
     dmlbench.record("busbw_harness_over_plain", figures["ratio"], unit="ratio", better=None)
     settle(verdict, f"harness/plain busbw ratio within {list(BUSBW_RATIO_BAND)} (measured {figures['ratio']:.3f})",
            interval, figures, watch)

@@ -4,13 +4,11 @@ README fails here, with the command that gives the new count."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env
+from tests.test_root_command import collected_nodeids
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,17 +26,10 @@ def quoted_count(text: str, pattern: str) -> int:
     return int(found[0])
 
 
-def collected(*args: str) -> int:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=clean_env())
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return sum("::" in line for line in proc.stdout.splitlines())
-
-
 @pytest.mark.parametrize(("pattern", "args"), QUOTED, ids=["bench-cases", "correctness"])
 def test_the_readme_quotes_what_pytest_collects(pattern: str, args: tuple[str, ...]) -> None:
     quoted = quoted_count((ROOT / "README.md").read_text(), pattern)
-    actual = collected(*args)
+    actual = len(collected_nodeids(*args))
     assert quoted == actual, f"README.md quotes {quoted}, `pytest {' '.join(args)} --collect-only -q` gives {actual}"
 
 

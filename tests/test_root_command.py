@@ -12,7 +12,8 @@ from tests.conftest import clean_env
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _collected(*args: str) -> list[str]:
+def collected_nodeids(*args: str) -> list[str]:
+    """Node ids ``pytest --collect-only -q ARGS`` lists at the repository root."""
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--collect-only", "-q",
          *args],
@@ -23,11 +24,11 @@ def _collected(*args: str) -> list[str]:
 
 
 def test_the_root_command_collects_the_bench_cases() -> None:
-    collected = _collected("--dmlbench", "--world-size", "4")
+    collected = collected_nodeids("--dmlbench", "--world-size", "4")
     assert collected, "no case collected"
     assert all(nodeid.startswith("bench_cases/") for nodeid in collected), collected[:5]
 
 
 def test_naming_tests_collects_the_plugins_own_tests() -> None:
-    collected = _collected("tests/world/test_options.py")
+    collected = collected_nodeids("tests/world/test_options.py")
     assert collected and all(nodeid.startswith("tests/world/test_options.py::") for nodeid in collected)
