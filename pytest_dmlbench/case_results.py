@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_dmlbench.measure.memory import peak_memory_metrics
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.results import Better, CaseResult, MetricResult
 from pytest_dmlbench.world.messages import RankOutcome
 
@@ -47,6 +48,7 @@ class LocalMetrics:
     def __init__(self) -> None:
         self.metrics: dict[str, MetricResult] = {}
         self.notes: list[str] = []
+        self.block: BlockBudget | None = None  # set while the paired gate re-runs the test as one block
 
     def record(self, name: str, samples: Iterable[float] | float, *, unit: str | None = None,
                better: Better = None) -> MetricResult:

@@ -157,6 +157,22 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
 
 
 
+IN_PROCESS_MARKER_KEYS = ("threshold", "pair_budget")
+
+
+def in_process_gate_settings(marker_kwargs: dict[str, Any], where: str) -> tuple[float | None, float | None]:
+    """Validate ``@pytest.mark.dmlbench_gate(threshold=, pair_budget=)`` of a test that records in the pytest
+    process (``dmlbench_metrics``): its threshold in percent and its seconds of block pairs (None: the run's)."""
+    unknown = sorted(set(marker_kwargs) - set(IN_PROCESS_MARKER_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown dmlbench_gate marker argument(s) {', '.join(unknown)}; "
+                          f"accepted: {', '.join(IN_PROCESS_MARKER_KEYS)}")
+    threshold = marker_kwargs.get("threshold")
+    budget = marker_kwargs.get("pair_budget")
+    return (None if threshold is None else parse_threshold(threshold, f"{where}: threshold="),
+            None if budget is None else parse_positive_seconds(budget, f"{where}: pair_budget="))
+
+
 def scaling_world_sizes(max_world_size: int) -> list[int]:
     """1, 2, 4, ... up to ``max_world_size`` (which is included even when not a power of two)."""
     sizes = []

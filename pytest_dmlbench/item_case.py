@@ -73,11 +73,12 @@ def records_in_process(item: pytest.Item) -> bool:
     return isinstance(item, pytest.Function) and IN_PROCESS_FIXTURE in item.fixturenames
 
 
-def run_in_process_block(item: pytest.Function) -> BlockResult:
+def run_in_process_block(item: pytest.Function, block: BlockBudget) -> BlockResult:
     """Call ``item``'s function again, here, with its fixtures as set up, and read what it recorded.
 
-    Such a body keeps its own loops, so a block is one whole call (no round budget applies); the gate's
-    per-case pair budget bounds the cost.
+    The body sees ``block`` as ``dmlbench_metrics.block`` (``framework: ray_train`` experiments honour it);
+    a body with loops of its own that ignores it is one whole call per block, bounded by the gate's per-case
+    pair budget.
     """
     metrics = item.stash.get(LOCAL_METRICS_KEY, None)
     if metrics is None:
@@ -86,6 +87,7 @@ def run_in_process_block(item: pytest.Function) -> BlockResult:
     metrics.notes.clear()
     arguments = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
     begin = time.monotonic()
+    metrics.block = block
     try:
         item.obj(**arguments)
     except pytest.skip.Exception as exc:
@@ -93,4 +95,6 @@ def run_in_process_block(item: pytest.Function) -> BlockResult:
     except Exception as exc:  # the body failed in this block: reported with its traceback
         return BlockResult("failed", message="".join(traceback.format_exception(exc)),
                            elapsed_s=time.monotonic() - begin)
+    finally:
+        metrics.block = None
     return BlockResult("passed", _as_block_metrics(metrics.metrics), elapsed_s=time.monotonic() - begin)

@@ -29,6 +29,7 @@ from pytest_dmlbench.config import (
     DmlbenchConfig,
     build_config,
     case_settings,
+    in_process_gate_settings,
     scaling_world_sizes,
 )
 from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
@@ -62,6 +63,10 @@ from pytest_dmlbench.stash_keys import (
 from pytest_dmlbench.world.engine import Engine
 
 SKIP_REASON = "distributed case: run with --dmlbench"
+GATE_MARKER_DOC = (
+    "dmlbench_gate(threshold=None, pair_budget=None): the gate's threshold (percent) and seconds of block pairs "
+    "for a test that records figures in the pytest process with dmlbench_metrics"
+)
 MARKER_DOC = (
     "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False, isolation=None, "
     "pair_budget=None): "
@@ -151,6 +156,7 @@ def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
 @pytest.hookimpl(trylast=True)  # after the terminal reporter exists, so a non-reporting rank can mute it
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
+    config.addinivalue_line("markers", GATE_MARKER_DOC)
     try:
         settings = build_config(config)
     except ConfigError as exc:
@@ -369,11 +375,13 @@ def _judged_item(item: pytest.Function, result: CaseResult, in_process: bool) ->
     case = item.stash.get(SETTINGS_KEY, None)
 
     def measure(block: BlockBudget) -> BlockResult:
-        return run_in_process_block(item) if in_process else run_block(item, block)
+        return run_in_process_block(item, block) if in_process else run_block(item, block)
 
     budget = case.pair_budget_s if case is not None else getattr(item, "dmlbench_pair_budget", None)
+    scaling = _facts(item, result.world_size, result.backend, result.threshold_pct).scaling
     return JudgedItem(item.nodeid, Path(item.path), case.timeout_s if case is not None else settings.timeout_s,
-                      measure, _run_options(settings, result.world_size, result.backend), in_process, budget)
+                      measure, _run_options(settings, result.world_size, result.backend), in_process, budget,
+                      scaling.family if scaling is not None else None, scaling.world_size if scaling else 0)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -464,6 +472,14 @@ def dmlbench_metrics(request: pytest.FixtureRequest) -> LocalMetrics:
     """
     if not request.config.stash[CONFIG_KEY].enabled:
         pytest.skip("benchmark: run with --dmlbench")
+    marker = request.node.get_closest_marker("dmlbench_gate")
+    if marker is not None and not hasattr(request.node, "dmlbench_local_run"):  # experiment items set their own
+        try:
+            threshold, budget = in_process_gate_settings(dict(marker.kwargs), request.node.nodeid)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        request.node.dmlbench_local_run = (1, "local", threshold)
+        request.node.dmlbench_pair_budget = budget
     metrics = LocalMetrics()
     request.node.stash[LOCAL_METRICS_KEY] = metrics
     return metrics

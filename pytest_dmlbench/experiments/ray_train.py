@@ -22,6 +22,7 @@ from pytest_dmlbench.experiments.ray_worker import NOTES_KEY, train_loop
 from pytest_dmlbench.experiments.runner import Measured, check_outcome
 from pytest_dmlbench.experiments.schema import Experiment
 from pytest_dmlbench.measure.clock import now
+from pytest_dmlbench.measure.rounds import BlockBudget
 
 # Where Ray Train keeps the run's checkpoint (the figures); a multi-node cluster needs shared storage here.
 STORAGE_ENV = "DMLBENCH_RAY_STORAGE"
@@ -37,8 +38,10 @@ def figures_of(metrics: dict[str, Any] | None, experiment: Experiment) -> Measur
     return Measured(figures, notes)
 
 
-def fit(experiment: Experiment, storage: str, on_started_here: Any) -> tuple[Measured, float]:
-    """Fit ``experiment`` with a TorchTrainer; its figures and the wall time of ``fit()``."""
+def fit(experiment: Experiment, storage: str, on_started_here: Any,
+        block: BlockBudget | None = None) -> tuple[Measured, float]:
+    """Fit ``experiment`` with a TorchTrainer (in a block of the paired gate, on its budget); its figures
+    and the wall time of ``fit()``."""
     try:
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
@@ -52,7 +55,7 @@ def fit(experiment: Experiment, storage: str, on_started_here: Any) -> tuple[Mea
     timeout = experiment.timeout if experiment.timeout is not None else DEFAULT_TIMEOUT_S
     trainer = TorchTrainer(
         train_loop,
-        train_loop_config={"experiment": experiment, "threads": max(1, int(cpus))},
+        train_loop_config={"experiment": experiment, "threads": max(1, int(cpus)), "block": block},
         scaling_config=ScalingConfig(num_workers=experiment.world_size, use_gpu=False,
                                      resources_per_worker={"CPU": cpus}),
         torch_config=TorchConfig(backend="gloo", timeout_s=max(1, round(timeout))),
@@ -69,9 +72,9 @@ def fit(experiment: Experiment, storage: str, on_started_here: Any) -> tuple[Mea
 def run_ray_train(dmlbench_metrics: LocalMetrics, request: Any, tmp_path: Path, *, experiment: Experiment) -> None:
     """The item body: fit the experiment with Ray Train and record its figures in this process."""
     storage = os.environ.get(STORAGE_ENV) or str(tmp_path / "ray_results")
-    measured, fit_time = fit(experiment, storage, lambda: request.config.add_cleanup(shutdown))
+    measured, fit_time = fit(experiment, storage, lambda: request.config.add_cleanup(shutdown), dmlbench_metrics.block)
     for name, samples in measured.figures.items():
         dmlbench_metrics.record(name, samples)
     dmlbench_metrics.record("ray_fit_time_s", fit_time, unit="s", better="lower")
     dmlbench_metrics.notes.extend(measured.notes)
-    check_outcome(experiment, measured.losses, measured.accuracy)
+    check_outcome(experiment, measured.losses, measured.accuracy, dmlbench_metrics.block)

@@ -19,7 +19,8 @@ NOTES_KEY = "dmlbench_notes"
 
 
 def train_loop(config: dict[str, Any]) -> None:
-    """``train_loop_per_worker`` of the TorchTrainer: ``config`` holds ``experiment`` and ``threads``."""
+    """``train_loop_per_worker`` of the TorchTrainer: ``config`` holds ``experiment``, ``threads`` and
+    ``block`` (the paired gate's block budget, or None)."""
     import ray.train
     import torch
     import torch.distributed as td
@@ -28,7 +29,8 @@ def train_loop(config: dict[str, Any]) -> None:
     from pytest_dmlbench.experiments.runner import measure_experiment
 
     torch.set_num_threads(int(config["threads"]))
-    measured = measure_experiment(config["experiment"], td.get_rank(), td.get_world_size(), get_device())
+    measured = measure_experiment(config["experiment"], td.get_rank(), td.get_world_size(), get_device(),
+                                  config.get("block"))
     metrics: dict[str, Any] = {**measured.figures, NOTES_KEY: measured.notes}
     if td.get_rank() != 0:
         ray.train.report(metrics)

@@ -3,9 +3,16 @@
 Trains the zoo model with the experiment's strategy for ``epochs`` epochs of at most
 ``max_batches_per_epoch`` global batches (reshuffled each epoch, the same order on every rank), evaluates
 the held-out accuracy, then times ``comm_rounds`` steps against the strategy's no-communication twin.
+In a block of the paired gate (a :class:`~pytest_dmlbench.measure.rounds.BlockBudget` that does not ask for
+the whole experiment) it trains one epoch of the block's rounds, after its warm-up steps, untimed, and times
+the block's rounds of communication: the block's cost follows its budget like any case's. The outcome
+checks then ask only for finite losses: the accuracy a truncated training reaches says nothing, and the
+ordinary run checked it in full.
+
 Every figure is agreed across ranks before it is recorded, so rank 0's copy is the world's:
 
 - ``epoch_time_s``: per epoch, max over ranks (epochs start at a barrier); ``total_time_s``: their sum;
+- ``step_time_s``: per training step, max over ranks (it also sizes the paired gate's blocks);
 - ``throughput_samples_per_s``: per epoch, global samples actually trained on / epoch time;
 - ``loss``: per epoch, the mean shard loss over steps and data-holding ranks;
 - ``accuracy``: held-out samples classified correctly (pixels, for segmentation), summed over ranks;
@@ -26,6 +33,7 @@ from typing import Any
 from pytest_dmlbench.experiments.datasets import Splits, load_splits
 from pytest_dmlbench.experiments.schema import Experiment
 from pytest_dmlbench.measure.clock import now
+from pytest_dmlbench.measure.rounds import BlockBudget
 
 MB = 1e6
 
@@ -38,6 +46,7 @@ class EpochFigures:
     loss: float
     samples: int
     bytes_per_step: list[float]
+    step_times: list[float]
 
 
 def _sum_over_ranks(values: list[float]) -> list[float]:
@@ -60,9 +69,15 @@ def _shard_for(strategy: Any, inputs: Any, targets: Any) -> tuple[Any, Any]:
     return x, y
 
 
+def budgeted(block: BlockBudget | None) -> BlockBudget | None:
+    """The block whose budget the experiment follows; None where it runs in full."""
+    return None if block is None or block.whole_experiment else block
+
+
 def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: int,
-                loss_fn: Callable[..., Any]) -> EpochFigures:
-    """One epoch of training; every rank must call it with the same arguments."""
+                loss_fn: Callable[..., Any], block: BlockBudget | None = None) -> EpochFigures:
+    """One epoch of training (in a block: ``block.warmup`` untimed steps, then ``block.rounds`` timed ones);
+    every rank must call it with the same arguments."""
     import torch
 
     from pytest_dmlbench.measure.rounds import RankSync
@@ -75,15 +90,25 @@ def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: in
     if steps == 0:
         raise ValueError(f"experiment {experiment.name}: the training set holds {len(order)} samples, fewer than "
                          f"one global batch of {size}; lower batch_size")
+    warmup = 0
+    if block is not None:  # batches cycle when the block asks for more steps than an epoch holds
+        warmup, steps = block.warmup, block.rounds
+    for step in range(warmup):
+        batch = order[(step % (len(order) // size)) * size:][:size]
+        strategy.step(*_shard_for(strategy, splits.train_x[batch], splits.train_y[batch]), loss_fn)
     losses: list[float] = []
     sent: list[float] = []
+    step_times: list[float] = []
     samples = 0
     sync.barrier()
     start = now()
     for step in range(steps):
-        index = order[step * size:(step + 1) * size]
+        offset = ((warmup + step) % (len(order) // size)) * size
+        index = order[offset:offset + size]
         inputs, targets = _shard_for(strategy, splits.train_x[index], splits.train_y[index])
+        step_start = now()
         loss = strategy.step(inputs, targets, loss_fn)
+        step_times.append(now() - step_start)
         sent.append(float(strategy.comm_bytes_last_step))
         if targets is not None:
             losses.append(float(loss))
@@ -96,6 +121,7 @@ def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: in
         loss=loss_sum / loss_count if loss_count else float("nan"),
         samples=int(global_samples),
         bytes_per_step=sync.max(sent) if sent else [],
+        step_times=sync.max(step_times) if step_times else [],
     )
 
 
@@ -135,23 +161,29 @@ def _phase_peaks(device: Any) -> list[float]:
 
 
 def measure_communication(strategy: Any, splits: Splits, experiment: Experiment, device: Any,
-                          loss_fn: Callable[..., Any]) -> Any:
-    """Step vs no-communication twin on the first training batch, in ``comm_rounds`` paired rounds."""
+                          loss_fn: Callable[..., Any], block: BlockBudget | None = None) -> Any:
+    """Step vs no-communication twin on the first training batch, in ``comm_rounds`` paired rounds (in a
+    block: the block's rounds)."""
     from pytest_dmlbench.measure.rounds import RoundPlan
     from pytest_dmlbench.measure.runner import benchmark_training
 
     size = experiment.batch_size
     batch = _shard_for(strategy, splits.train_x[:size], splits.train_y[:size])
+    plan = RoundPlan(warmup=1, rounds=experiment.comm_rounds) if block is None else block.plan()
     return benchmark_training(strategy, [batch], global_batch_size=size, loss_fn=loss_fn, twin=strategy.twin(),
-                              plan=RoundPlan(warmup=1, rounds=experiment.comm_rounds), device=device)
+                              plan=plan, device=device)
 
 
-def check_outcome(experiment: Experiment, losses: list[float], accuracy: float | None) -> None:
-    """The experiment's own checks: finite losses, and ``min_accuracy`` when set."""
+def check_outcome(experiment: Experiment, losses: list[float], accuracy: float | None,
+                  block: BlockBudget | None = None) -> None:
+    """The experiment's own checks: finite losses, and ``min_accuracy`` when set (not in a budgeted block,
+    whose training is cut short)."""
     for epoch, loss in enumerate(losses, start=1):
         if not math.isfinite(loss):
             raise AssertionError(f"experiment {experiment.name}: training loss is {loss} in epoch {epoch} "
                                  f"(lr {experiment.lr}): training diverged")
+    if budgeted(block) is not None:
+        return
     if experiment.min_accuracy is not None and accuracy is not None and accuracy < experiment.min_accuracy:
         raise AssertionError(
             f"experiment {experiment.name}: held-out accuracy {accuracy:.3f} < min_accuracy "
@@ -178,9 +210,11 @@ class Measured:
         return None if accuracy is None or isinstance(accuracy, list) else accuracy
 
 
-def measure_experiment(experiment: Experiment, rank: int, world_size: int, device: Any) -> Measured:
+def measure_experiment(experiment: Experiment, rank: int, world_size: int, device: Any,
+                       block: BlockBudget | None = None) -> Measured:
     """Train, evaluate and measure ``experiment`` in an initialised process group (collective: every rank
-    calls it). Shared by every framework whose ranks run this package's strategies."""
+    calls it); in a block of the paired gate, on the block's budget (:func:`budgeted`). Shared by every
+    framework whose ranks run this package's strategies."""
     import torch.nn.functional as F
 
     from pytest_dmlbench.measure.rounds import RankSync
@@ -191,7 +225,9 @@ def measure_experiment(experiment: Experiment, rank: int, world_size: int, devic
     model = build_model(experiment.model, seed=experiment.seed)
     strategy = build(experiment.strategy, model, lr=experiment.lr, momentum=experiment.momentum,
                      **experiment.strategy_options)
-    epochs = [train_epoch(strategy, splits, experiment, epoch, F.cross_entropy) for epoch in range(experiment.epochs)]
+    block = budgeted(block)
+    epoch_count = experiment.epochs if block is None else 1
+    epochs = [train_epoch(strategy, splits, experiment, epoch, F.cross_entropy, block) for epoch in range(epoch_count)]
     accuracy = evaluate(strategy, splits, rank, world_size, experiment.batch_size)
     peaks = _phase_peaks(device)
 
@@ -202,12 +238,13 @@ def measure_experiment(experiment: Experiment, rank: int, world_size: int, devic
         "throughput_samples_per_s": [e.samples / e.time_s if e.time_s > 0 else math.nan for e in epochs],
         "loss": [e.loss for e in epochs],
         "comm_bytes_per_step": [b for e in epochs for b in e.bytes_per_step],
+        "step_time_s": [t for e in epochs for t in e.step_times],
     }
     notes: list[str] = []
     if accuracy is not None:
         figures["accuracy"] = accuracy
     if experiment.comm_rounds:
-        result = measure_communication(strategy, splits, experiment, device, F.cross_entropy)
+        result = measure_communication(strategy, splits, experiment, device, F.cross_entropy, block)
         for name in ("exposed_comm_fraction", "comm_busy_fraction"):
             if name in result.metrics:
                 figures[name] = list(result.metrics[name].samples)
@@ -223,8 +260,8 @@ def measure_experiment(experiment: Experiment, rank: int, world_size: int, devic
 
 def run_experiment(dist: Any, dmlbench: Any, *, experiment: Experiment) -> None:
     """Train, evaluate and measure ``experiment`` on this rank; figures go to ``dmlbench``."""
-    measured = measure_experiment(experiment, dist.rank, dist.world_size, dist.device)
+    measured = measure_experiment(experiment, dist.rank, dist.world_size, dist.device, dmlbench.block)
     for name, samples in measured.figures.items():
         dmlbench.record(name, samples)
     dmlbench.notes.extend(measured.notes)
-    check_outcome(experiment, measured.losses, measured.accuracy)
+    check_outcome(experiment, measured.losses, measured.accuracy, dmlbench.block)

@@ -44,6 +44,8 @@ class JudgedItem:
     run_options: tuple[str, ...] = ()
     in_process: bool = False
     pair_budget_s: float | None = None  # the case's own budget of block pairs (marker or experiment field)
+    scaling_family: str | None = None  # a ``scaling=True`` variant: its family (same function and parameters)
+    scaling_world_size: int = 0  # ... and its world size in that family
 
 
 @dataclass

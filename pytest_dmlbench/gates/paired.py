@@ -102,10 +102,21 @@ class Timed:
     name: str
     better: Direction
     unit: str
+    source: str | None = None  # a derived figure: the block figure it is computed from ...
+    base_a: float = 1.0  # ... divided by A's and B's base (the one-rank variant's throughput) ...
+    base_b: float = 1.0
+    divisor: float = 1.0  # ... and by this (the world size, for an efficiency)
 
     @property
     def scale(self) -> Scale:
         return scale_for(self.unit)
+
+    def block_value(self, block: dict[str, Any], side: str) -> float:
+        """This figure's median in one block of ``side`` ("a" or "b")."""
+        if self.source is None:
+            return median(block.get(self.name, {}).get("samples", []))
+        base = self.base_a if side == "a" else self.base_b
+        return median(block.get(self.source, {}).get("samples", [])) / base / self.divisor
 
 
 class PairedGate:
@@ -124,6 +135,7 @@ class PairedGate:
         self.a_cases: dict[str, str] = {}  # case key -> A's node id
         self.judgements: list[CaseJudgement] = []
         self.rng = random.Random()
+        self.one_rank_throughput: dict[str, tuple[float, float]] = {}  # scaling family -> A's, B's block median
 
     @property
     def against(self) -> str:
@@ -235,6 +247,7 @@ class PairedGate:
         changed_unit = {n for n, m in directed.items() if n in warm and warm[n].get("unit") != m.unit}
         timed = [Timed(n, m.better, m.unit) for n, m in directed.items()
                  if n not in SINGLE_READING_METRICS and m.better is not None and n in warm and n not in changed_unit]
+        timed += self._derived(item, directed, [t.name for t in timed])
         readings: list[dict[str, Any]] = []
         judgement.budget_s = self.budget_s if item.pair_budget_s is None else item.pair_budget_s
         first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement)
@@ -249,15 +262,39 @@ class PairedGate:
         verdicts = [self._timed_verdict(item, case.metrics[t.name], t, kinds[t.name], first,
                                         confirm if t in flagged else None, threshold, judgement)
                     for t in timed]
-        missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm]
-        verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples),
-                                    threshold, _missing_reason(n, self.launch.label)) for n in missing]
+        self._remember_one_rank_throughput(item, first, confirm if any(t.name == THROUGHPUT for t in flagged) else None)
+        derived = {t.name for t in timed if t.source is not None}
+        missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm and n not in derived]
+        verdicts += [self._decision(item, directed[n], "inconclusive" if n in DERIVED_METRICS else "new", None,
+                                    median(directed[n].samples), threshold, _missing_reason(n, self.launch.label))
+                     for n in missing]
         verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples), threshold,
                                     f"the unit changed from {warm[n].get('unit')!r} (REF) to {directed[n].unit!r}: "
                                     "the figures are not comparable") for n in sorted(changed_unit)]
         verdicts += self._single_verdicts(item, {n: m for n, m in directed.items() if n not in changed_unit},
                                           readings, threshold)
         judgement.verdicts = verdicts
+
+    def _derived(self, item: JudgedItem, directed: dict[str, MetricResult], timed: list[str]) -> list[Timed]:
+        """``speedup`` and ``scaling_efficiency`` of a scaling variant, judged on its block pairs: each block's
+        throughput over its side's one-rank throughput (the median of that variant's blocks, judged before
+        it in this run), as the harness derives them from the ordinary run."""
+        base = self.one_rank_throughput.get(item.scaling_family or "")
+        if base is None or item.scaling_world_size < 2 or THROUGHPUT not in timed:
+            return []
+        divisors = {"speedup": 1.0, "scaling_efficiency": float(item.scaling_world_size)}
+        return [Timed(n, m.better, m.unit, THROUGHPUT, base[0], base[1], divisors[n])
+                for n, m in directed.items() if n in divisors and m.better is not None]
+
+    def _remember_one_rank_throughput(self, item: JudgedItem, first: Stage, confirm: Stage | None) -> None:
+        """A one-rank scaling variant's block throughput on each side, the base of its family's speedups."""
+        if item.scaling_family is None or item.scaling_world_size != 1 or THROUGHPUT not in first.a:
+            return
+        a = first.a[THROUGHPUT] + (confirm.a.get(THROUGHPUT, []) if confirm else [])
+        b = first.b[THROUGHPUT] + (confirm.b.get(THROUGHPUT, []) if confirm else [])
+        base = (median(a), median(b))
+        if all(math.isfinite(v) and v > 0 for v in base):
+            self.one_rank_throughput[item.scaling_family] = base
 
     def _ref_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
         ref_nodeid = self.ref_cases[case_key(item.nodeid, item.path, self.launch.repo_root)]
@@ -268,7 +305,9 @@ class PairedGate:
         return dict(answer["metrics"])
 
     def _own_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
-        result = item.measure(BlockBudget(plan.rounds, BLOCK_WARMUP, plan.iterations))
+        # beside a REF whose experiments train in full in every block, A's do too, so both measure the same work
+        whole = not (self.ref.hello or {}).get("budgeted_experiments")
+        result = item.measure(BlockBudget(plan.rounds, BLOCK_WARMUP, plan.iterations, whole_experiment=whole))
         if result.status != "passed":
             raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {result.status} after its "
                               f"ordinary run passed.\n{result.message}")
@@ -284,8 +323,8 @@ class PairedGate:
             a = self._own_block(item, plan)
         stage.a_first.append(a_first)
         for t in timed:
-            stage.a.setdefault(t.name, []).append(median(a.get(t.name, {}).get("samples", [])))
-            stage.b.setdefault(t.name, []).append(median(b.get(t.name, {}).get("samples", [])))
+            stage.a.setdefault(t.name, []).append(t.block_value(a, "a"))
+            stage.b.setdefault(t.name, []).append(t.block_value(b, "b"))
         return {"a": a, "b": b}
 
     def _run_stage(self, item: JudgedItem, plan: BlockPlan, timed: Sequence[Timed], threshold: float,
@@ -369,15 +408,17 @@ class PairedGate:
 
 
 # Figures the harness derives across cases (a scaling case's throughput over its one-rank variant's): no
-# block measures them; the throughput they come from is judged in each case.
+# block records them; they are computed from each block's throughput (:meth:`PairedGate._derived`).
 DERIVED_METRICS = frozenset({"speedup", "scaling_efficiency"})
+THROUGHPUT = "throughput_samples_per_s"
 
 
 def _missing_reason(name: str, label: str) -> str:
     if name in DERIVED_METRICS:
-        return (f"{name} is derived from this case's throughput and its one-rank variant's, not measured in a "
-                "block; each case's throughput_samples_per_s is judged instead")
-    return f"REF {label}'s case does not record {name}"
+        return (f"{name} is derived from this case's throughput and its one-rank variant's, and the one-rank "
+                "variant's throughput was not judged on block pairs before it in this run (deselected, not in "
+                f"REF {label}, or on another xdist worker), so no block value exists")
+    return f"REF {label}'s case does not record {name}: a figure this change adds, judged from the next REF on"
 
 
 def _estimate_text(est: PairedEstimate, unit: str) -> str:

@@ -70,6 +70,9 @@ class BlockBudget:
     rounds: int
     warmup: int
     iterations: int = 1
+    whole_experiment: bool = False
+    """Experiments train and measure in full, ignoring the budget: in the ordinary (calibration) run, which
+    checks their outcome, and beside a REF whose experiments predate budgeted blocks (so both sides match)."""
 
     def plan(self) -> RoundPlan:
         return RoundPlan(warmup=self.warmup, rounds=self.rounds)
@@ -80,7 +83,7 @@ class BlockBudget:
         return RoundPlan(warmup=self.warmup, rounds=self.rounds * self.iterations)
 
 
-CALIBRATION_BUDGET = BlockBudget(rounds=10, warmup=2)
+CALIBRATION_BUDGET = BlockBudget(rounds=10, warmup=2, whole_experiment=True)
 """The ordinary run of a case under the paired gate: it checks the case and sizes the blocks from its step
 time; the verdict's evidence is the block pairs measured after it, so it needs no long measurement."""
 

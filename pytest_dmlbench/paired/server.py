@@ -95,9 +95,10 @@ def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, ite
     if any(m.name == "skip" for m in item.iter_markers()):  # a backend the machine lacks, say
         skip = next(m for m in item.iter_markers() if m.name == "skip")
         return BlockResult("skipped", message=str(skip.kwargs.get("reason", "")))
+    block = BlockBudget(rounds, warmup, iterations)
     if records_in_process(item):
-        return run_in_process_block(item)
-    return run_block(item, BlockBudget(rounds, warmup, iterations))
+        return run_in_process_block(item, block)
+    return run_block(item, block)
 
 
 def _serve(session: pytest.Session, channel: Channel) -> None:
@@ -112,6 +113,7 @@ def _serve(session: pytest.Session, channel: Channel) -> None:
     channel.send({
         "type": "hello", "protocol": PROTOCOL_VERSION, "plugin_version": plugin_version(),
         "plugin_file": pytest_dmlbench.__file__, "in_process_blocks": True,
+        "budgeted_experiments": True,
         "cases": [{"nodeid": nodeid, "file": str(cases[nodeid].path)} for nodeid in sorted(cases)],
     })
     slot = _CaseSlot()

@@ -1,0 +1,67 @@
+"""``@pytest.mark.dmlbench_gate(threshold=, pair_budget=)`` sets the paired gate's threshold and pair budget
+for a test that records in the pytest process (``dmlbench_metrics``), as the ``dmlbench`` marker does for a
+rank case; bad values are usage errors. A real git repository, REF committed, a 2x slowdown in the working
+tree (sleeps, so the verdicts do not depend on the machine's load)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_pytest, write_files
+from tests.paired.gitrepo import make_repo
+
+CASES = """
+    import time
+
+    import pytest
+
+    import lib
+
+    def _samples():
+        samples = []
+        for _ in range(10):
+            begin = time.perf_counter()
+            time.sleep(0.002 * lib.SLOW)
+            samples.append(time.perf_counter() - begin)
+        return samples
+
+    @pytest.mark.dmlbench_gate(threshold=300, pair_budget=30)
+    def test_tolerant(dmlbench_metrics):
+        dmlbench_metrics.record("dispatch_overhead_s", _samples())
+
+    def test_default(dmlbench_metrics):
+        dmlbench_metrics.record("dispatch_overhead_s", _samples())
+"""
+
+
+def test_the_marker_s_threshold_applies_to_in_process_figures(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", **{"lib.py": "SLOW = 1.0\n", "test_cases.py": CASES, "pytest.ini": "[pytest]\n"})
+    write_files(repo, **{"lib.py": "SLOW = 2.0\n"})
+    results = tmp_path / "results.json"
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-json", str(results), timeout=600)
+    assert run.returncode == 1, run.output
+    cases = {c["nodeid"].split("::")[-1]: c for c in json.loads(results.read_text())["cases"]}
+    tolerant = cases["test_tolerant"]
+    assert [v["kind"] for v in tolerant["verdicts"]] == ["unchanged"], tolerant  # x2 is within 300 %
+    assert "threshold 300 %" in tolerant["verdicts"][0]["message"] and tolerant["extra"]["paired"]["budget_s"] == 30
+    # negative control: the same slowdown under the run's 10 % threshold fails
+    assert [v["kind"] for v in cases["test_default"]["verdicts"]] == ["regression"], cases["test_default"]
+
+
+@pytest.mark.parametrize(("arguments", "problem"), [
+    ("threshold=-5", "threshold=*"), ("pair_budget=0", "pair_budget=*"), ("rounds=3", "*unknown dmlbench_gate*rounds*"),
+])
+def test_a_bad_marker_value_is_a_usage_error(tmp_path: Path, arguments: str, problem: str) -> None:
+    write_files(tmp_path, **{"test_x.py": f"""
+        import pytest
+
+        @pytest.mark.dmlbench_gate({arguments})
+        def test_x(dmlbench_metrics):
+            dmlbench_metrics.record("dispatch_overhead_s", [1.0, 1.0])
+    """})
+    run = run_pytest(tmp_path, "--dmlbench")
+    assert run.returncode != 0, run.output
+    run.lines.fnmatch_lines([f"*{problem}*"])
