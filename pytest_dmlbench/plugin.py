@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_dmlbench.baseline.commit import commit_fact
+from pytest_dmlbench.baseline.identity import CASE_ISOLATION
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import (
     DEFAULT_PAIR_BUDGET_S,
@@ -338,6 +339,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         facts = _facts(pyfuncitem, settings.world_size, backend, settings.threshold_pct)
         result = pyfuncitem.config.stash[BUILDER_KEY].from_ranks(facts, [r.outcome for r in run.ranks])
         if result is not None:
+            if settings.isolation != pyfuncitem.config.stash[CONFIG_KEY].isolation:  # the marker's own
+                result.extra[CASE_ISOLATION] = settings.isolation
             pyfuncitem.stash[RESULT_KEY] = result
         return True
     statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}

@@ -1,9 +1,9 @@
 """A baseline's identity besides the machine: what else changes the figures, and how to re-save a case.
 
-World size, backend, launcher (``fork``/``ray``) and isolation (``persistent``/``fresh``) each change what a
-case measures, so each combination has a folder of its own under the machine's folder
-(``<root>/<machine-key>/ws2-gloo-fork-persistent/``), and the refresh command printed in a verdict repeats
-them, so that following it re-saves the case with the options it was measured with.
+World size, backend, launcher (``fork``/``ray``) and isolation (``persistent``/``fresh``, the run's or the
+case marker's own) each change what a case measures, so each combination has a folder of its own under the
+machine's folder (``<root>/<machine-key>/ws2-gloo-fork-persistent/``), and the refresh command printed in a
+verdict repeats them, so that following it re-saves the case with the options it was measured with.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pytest_dmlbench.results import CaseResult
 
 DEFAULT_LAUNCHER = "fork"
 DEFAULT_ISOLATION = "persistent"
+CASE_ISOLATION = "isolation"  # a case's ``extra`` key: its marker's isolation where that differs from the run's
 DEFAULT_DIR_NAME = "baselines"  # --dmlbench-baseline-dir's default: baselines/ under the rootdir
 OPTION_BACKENDS = ("gloo", "nccl")  # backends --dmlbench-backend accepts ("local" cases run in pytest)
 _KEY = re.compile(r"ws(?P<world_size>[1-9][0-9]*)-(?P<backend>[a-z0-9_]+)-(?P<launcher>[a-z]+)-(?P<isolation>[a-z]+)")
@@ -75,8 +76,9 @@ class BaselineIdentity:
 
     @classmethod
     def of_case(cls, case: CaseResult, launcher: str, isolation: str) -> BaselineIdentity:
-        """The identity a case is measured under in a run with this launcher and isolation."""
-        return cls(case.world_size, case.backend, launcher, isolation)
+        """The identity a case is measured under in a run with this launcher and isolation (a case whose marker
+        sets its own isolation records it in ``extra``, and that one counts)."""
+        return cls(case.world_size, case.backend, launcher, str(case.extra.get(CASE_ISOLATION, isolation)))
 
     @classmethod
     def recorded(cls, case: CaseResult, run: Mapping[str, Any]) -> BaselineIdentity:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_dmlbench.baseline.identity import CASE_ISOLATION
 from pytest_dmlbench.baseline.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.errors import BaselineError
@@ -33,7 +34,8 @@ class StoredGate:
     def judge(self, item: JudgedItem, result: CaseResult) -> GateDecision:
         """Save or compare ``result`` through a shallow copy that takes the keeper's verdicts and notes (the
         keeper never changes a case's metrics); an unusable baseline file is the item's problem."""
-        case = replace(result, verdicts=[], extra={})
+        own = {CASE_ISOLATION: result.extra[CASE_ISOLATION]} if CASE_ISOLATION in result.extra else {}
+        case = replace(result, verdicts=[], extra=own)
         try:
             self.keeper.process(case, self.run)
         except BaselineError as exc:

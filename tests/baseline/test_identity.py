@@ -49,6 +49,9 @@ def test_of_case_takes_world_size_and_backend_from_the_case() -> None:
     assert BaselineIdentity.of_case(case, "ray", "fresh") == BaselineIdentity(3, "gloo", "ray", "fresh")
     assert BaselineIdentity.recorded(case, {}) == BaselineIdentity(3, "gloo", "fork", "persistent")
     assert BaselineIdentity.recorded(case, {"launcher": "ray"}).launcher == "ray"
+    case.extra["isolation"] = "fresh"  # the case's marker set its own isolation: it wins over the run's
+    assert BaselineIdentity.of_case(case, "fork", "persistent").isolation == "fresh"
+    assert BaselineIdentity.recorded(case, {"isolation": "persistent"}).key == "ws3-gloo-fork-fresh"
 
 
 def test_refresh_command_reproduces_the_run_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

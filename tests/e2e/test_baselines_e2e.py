@@ -152,6 +152,33 @@ def test_baselines_of_another_world_size_make_every_verdict_new_naming_them(tmp_
     assert baseline_files(tmp_path) == [saved]  # comparing wrote nothing
 
 
+FRESH_AND_PLAIN = """
+    import pytest
+
+    @pytest.mark.dmlbench(isolation="fresh")
+    def test_fresh(dist, dmlbench):
+        dmlbench.pedantic(lambda: None, rounds=4, warmup=0)
+
+    @pytest.mark.dmlbench
+    def test_plain(dist, dmlbench):
+        dmlbench.pedantic(lambda: None, rounds=4, warmup=0)
+"""
+
+
+def test_a_case_marked_fresh_keeps_its_baseline_under_the_fresh_identity(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_iso.py": FRESH_AND_PLAIN, "pytest.ini": INI})
+    assert run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-save").returncode == 0
+    folders = {f.stem.split("test_iso.py__")[-1].rsplit("-", 1)[0]: f.parent.name for f in baseline_files(tmp_path)}
+    # the marker's isolation counts, not the run's (negative control: the unmarked case beside it)
+    assert folders == {"test_fresh": "ws2-gloo-fork-fresh", "test_plain": "ws2-gloo-fork-persistent"}, folders
+    compared = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-json", "again.json")
+    assert compared.returncode == 0, compared.output
+    cases = {c["nodeid"].split("::")[-1]: c for c in json.loads((tmp_path / "again.json").read_text())["cases"]}
+    assert cases["test_fresh"]["extra"]["isolation"] == "fresh" and "isolation" not in cases["test_plain"]["extra"]
+    for case in cases.values():  # each found its own baseline
+        assert case["verdicts"] and all(v["kind"] != "new" for v in case["verdicts"]), case["verdicts"]
+
+
 def test_old_layout_files_are_reported_and_left_alone(project: Path) -> None:
     assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
     (saved,) = baseline_files(project)
