@@ -11,7 +11,9 @@ Every figure a block records is judged on block pairs, one-reading figures inclu
 body, so each block reads them again): times and rates on their ratio, fractions on their difference in
 percentage points. Figures recorded in the pytest process (``dmlbench_metrics``, ``framework: ray_train``
 experiments) are re-measured the same way, one whole call of the test function per block on each side.
-Single-reading figures (bytes per step, peak memory) are compared directly. What cannot be tested (too few
+A scaling case's ``speedup`` and ``scaling_efficiency`` are computed per block from its throughput and its
+side's one-rank throughput, and judged on those pairs. Single-reading figures (bytes per step, peak memory)
+are compared directly. What cannot be tested (too few
 usable pairs, the per-case pair budget spent before the result was clear or confirmed, a REF too old to
 re-measure in-process figures) is ``inconclusive``, with the reason.
 """
