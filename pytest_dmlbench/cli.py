@@ -34,10 +34,13 @@ from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
 from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.plots import command as plot_command
-from pytest_dmlbench.report import terminal_table, write_results
+from pytest_dmlbench.report import write_results
 from pytest_dmlbench.results import RunResults
+from pytest_dmlbench.table_layout import terminal_table, terminal_width, wrap_text
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
+SHOWN_NOT_COMPARED = ("no verdicts: these results were not compared, so there are no change and verdict columns "
+                      "(`python -m pytest_dmlbench compare BASELINE RESULTS` compares them)")
 FILE_HINT = ("Pass a results file written by --dmlbench-json, a baseline file, or a baseline folder (a baselines "
              "root, <root>/<machine-key>, or <root>/<machine-key>/<identity>).")
 
@@ -123,32 +126,39 @@ def _compare(args: argparse.Namespace) -> int:
     label, baseline = load_baseline_for(Path(args.baseline), current, Path(args.results))
     compared = compare_with_refresh(baseline, current, settings, baselines_root(Path(args.baseline)),
                                     Path(args.results))
-    print(f"baseline: {label}\nresults:  {args.results}")
-    print(terminal_table(compared, verbose=args.verbose))
+    width = terminal_width()
+    print(f"baseline: {label}\nresults:  {args.results}")  # paths stay whole, to be copied
+    print(terminal_table(compared, verbose=args.verbose, width=width))
     failing = [
         (c.nodeid, v) for c in compared.cases for v in failing_verdicts(c.verdicts, args.fail_on_improvement)
     ]
     for nodeid, verdict in failing:
-        print(f"\n{nodeid}\n  " + verdict.message.replace("\n", "\n  "))
+        print()
+        _print_wrapped(nodeid, width)
+        print("\n".join("  " + line for line in wrap_text(verdict.message, width - 2, "  ")))
     current_ids = {c.nodeid for c in compared.cases}
     missing = [c.nodeid for c in baseline.cases if c.nodeid not in current_ids]
     if missing:
-        print(
-            f"\n{len(missing)} baseline case(s) not in the results: "
-            + ", ".join(missing[:5])
-            + (" ..." if len(missing) > 5 else "")
-        )
+        print()
+        _print_wrapped(f"{len(missing)} baseline case(s) not in the results: " + ", ".join(missing[:5])
+                       + (" ..." if len(missing) > 5 else ""), width)
     if args.json:
         write_results(Path(args.json), compared)
     return EXIT_REGRESSION if failing else EXIT_OK
 
 
+def _print_wrapped(text: str, width: int) -> None:
+    """``text`` wrapped to the terminal's width (continuation lines indented)."""
+    print("\n".join(wrap_text(text, width, "    ")))
+
+
 def _show(args: argparse.Namespace) -> int:
+    width = terminal_width()
     for index, (label, results) in enumerate(load_any(Path(args.path))):
         if index:
             print()
         print(f"{label} (machine {machine_key(results.machine)}, created {results.created or 'unknown'})")
-        print(terminal_table(results, verbose=args.verbose))
+        print(terminal_table(results, verbose=args.verbose, width=width, not_compared=SHOWN_NOT_COMPARED))
     return EXIT_OK
 
 

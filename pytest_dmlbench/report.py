@@ -15,17 +15,18 @@ from pytest_dmlbench.baseline.jsonio import read_results as _read_results
 from pytest_dmlbench.baseline.jsonio import write_results
 from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, RunResults, Verdict
 from pytest_dmlbench.table import (
-    OVERSUBSCRIBED_MARK,
     UNITS_NOTE,
     case_rows,
     headers,
-    notable_lines,
     oversubscribed,
 )
+from pytest_dmlbench.table_layout import oversubscription_note as _oversubscription_note
+from pytest_dmlbench.table_layout import terminal_table
 
 __all__ = [
     "append_step_summary",
     "markdown_summary",
+    "oversubscribed",
     "read_results",
     "table_rows",
     "terminal_table",
@@ -33,7 +34,6 @@ __all__ = [
 ]
 
 _VERDICT_ORDER = VERDICT_KINDS
-VERBOSE_HINT = "-v: every metric"
 
 
 def read_results(path: Path) -> RunResults:
@@ -50,35 +50,6 @@ def _counts(results: RunResults) -> str:
     kinds: list[str] = [v.kind for case in results.cases for v in case.verdicts]
     parts = [f"{kinds.count(k)} {k}" for k in _VERDICT_ORDER if kinds.count(k)]
     return ", ".join(parts)
-
-
-def _oversubscription_note(results: RunResults) -> str | None:
-    if not any(oversubscribed(c, results) for c in results.cases):
-        return None
-    run = results.run
-    cores = run.get("cores") or results.machine.get("logical_cores")
-    return (
-        f"{OVERSUBSCRIBED_MARK} oversubscribed: ranks x xdist workers ({run.get('xdist_workers') or 1} "
-        f"worker(s)) > {cores} cores; timings of these cases share CPUs"
-    )
-
-
-def terminal_table(results: RunResults, verbose: bool = False) -> str:
-    """The table printed at the end of a run: one line per case, or every metric with ``verbose``."""
-    if not results.cases:
-        return "pytest-dmlbench: no benchmark results"
-    columns, rows = table_rows(results, verbose)
-    lines = [UNITS_NOTE if verbose else f"{UNITS_NOTE}; {VERBOSE_HINT}"]
-    lines.append(_tabulate(rows, columns, "simple"))
-    if not verbose:
-        lines.extend(notable_lines(results))
-    counts = _counts(results)
-    if counts:
-        lines.append(f"verdicts: {counts}")
-    note = _oversubscription_note(results)
-    if note:
-        lines.append(note)
-    return "\n".join(lines)
 
 
 def _markdown_table(results: RunResults, verbose: bool) -> str:

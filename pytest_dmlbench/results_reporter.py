@@ -44,11 +44,13 @@ class ResultsReporter:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.cases:
             return
-        from pytest_dmlbench.report import append_step_summary, terminal_table, write_results
+        from pytest_dmlbench.report import append_step_summary, write_results
+        from pytest_dmlbench.table_layout import terminal_table
 
         results = self.results()
         terminalreporter.section("dmlbench")
-        terminalreporter.write_line(terminal_table(results, verbose=self.config.get_verbosity() > 0))
+        width = self.config.get_terminal_writer().fullwidth
+        terminalreporter.write_line(terminal_table(results, verbose=self.config.get_verbosity() > 0, width=width))
         if self.settings.json_path is not None:
             write_results(self.settings.json_path, results)
             terminalreporter.write_line(f"dmlbench: results written to {self.settings.json_path}")

@@ -2,17 +2,18 @@
 
 Node ids are shown whole, wrapped at natural break points (``/``, ``::``, ``[``, ``-``) and never cut in
 the middle; cases come in natural order (``[1MB]`` before ``[4MB]`` before ``[16MB]``); every figure
-carries its unit, and a row's median, IQR and baseline share one scale (:mod:`pytest_dmlbench.units`).
+carries its unit, the one its metric's name gives (``busbw_gbps`` in GB/s, ``peak_rss_mb`` in MB,
+:func:`pytest_dmlbench.units.named_scale`). A case's line shows its headline metric and that metric's own
+verdict; the terminal layout that fits these rows to a width is :mod:`pytest_dmlbench.table_layout`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, MetricResult, RunResults, Verdict
-from pytest_dmlbench.units import BYTES_SYSTEM, natural_key, scale_for
+from pytest_dmlbench.units import BYTES_SYSTEM, named_scale, natural_key
 
 CASE_WIDTH = 34
 OVERSUBSCRIBED_MARK = "!"
@@ -27,8 +28,7 @@ HEADLINE_METRICS: tuple[str, ...] = (
     "total_time_s",
 )
 """The figure a case's single line shows: the first of these the case has (else its first metric)."""
-VERDICT_SEVERITY = VERDICT_KINDS
-UNITS_NOTE = f"units: {BYTES_SYSTEM}; fractions in %; ws: ranks"
+UNITS_NOTE = f"units: as each metric's name says, {BYTES_SYSTEM}; fractions in %; ws: ranks"
 _COARSE_BREAK = re.compile(r"(?<=/)|(?<=::)|(?=\[)")
 _FINE_BREAK = re.compile(r"(?<=-)|(?<=,)|(?<=_)")
 
@@ -85,15 +85,8 @@ def headline_metric(case: CaseResult) -> MetricResult | None:
     return candidates[0] if candidates else None
 
 
-def worst_verdict(verdicts: Sequence[Verdict]) -> Verdict | None:
-    """The most severe verdict of a case (regression, then improvement, new, unchanged)."""
-    ranked = sorted(verdicts, key=lambda v: VERDICT_SEVERITY.index(v.kind) if v.kind in VERDICT_SEVERITY else 99)
-    return ranked[0] if ranked else None
-
-
 def verdict_cell(verdict: Verdict | None, *, compact: bool = False) -> str:
-    """``REGRESSION p=3e-05`` (a regression in capitals); ``compact``: the kind alone (the notable verdicts'
-    metrics are listed under the table, :func:`notable_lines`)."""
+    """``REGRESSION p=3e-05`` (a regression in capitals); ``compact``: the kind alone."""
     if verdict is None:
         return "-"
     text = verdict.kind.upper() if verdict.kind == "regression" else verdict.kind
@@ -104,26 +97,38 @@ def verdict_cell(verdict: Verdict | None, *, compact: bool = False) -> str:
     return text
 
 
-NOTABLE_WIDTH = 120
+OTHERS_MARK = "*"
+"""After a case's headline verdict: another metric of the case has a notable verdict (listed under the table)."""
 
 
-def notable_lines(results: RunResults, width: int = NOTABLE_WIDTH) -> list[str]:
-    """Under the one-line table, which shows each case's worst kind only: every case with a regression,
-    improvement or inconclusive verdict (most severe first), its node id wrapped to ``width``, then one
-    line per such verdict with its metric and change."""
-    lines: list[str] = []
-    indent = " " * 14
-    ranked = sorted((min(VERDICT_SEVERITY.index(v.kind) for v in notable), index, case, notable)
-                    for index, case in enumerate(ordered_cases(results))
-                    if (notable := [v for v in case.verdicts if v.kind in NOTABLE_KINDS]))
-    for _, _, case, notable in ranked:
-        worst = verdict_cell(min(notable, key=lambda v: VERDICT_SEVERITY.index(v.kind)), compact=True)
-        ids = wrap_nodeid(case.nodeid, width - len(indent))
-        lines.append(f"{worst:<12}  {ids[0]}")
-        lines.extend(indent + part for part in ids[1:])
-        lines.extend(f"{indent}{verdict_cell(v, compact=True)} {v.metric}" + (f": {v.change}" if v.change else "")
-                     for v in notable)
-    return lines
+def headline_verdict_cell(case: CaseResult, headline: Verdict | None) -> str:
+    """The headline metric's own verdict (beside its own change), marked when another metric is notable."""
+    others = any(v.kind in NOTABLE_KINDS and (headline is None or v.metric != headline.metric)
+                 for v in case.verdicts)
+    return verdict_cell(headline, compact=True) + (f" {OTHERS_MARK}" if others else "")
+
+
+def verdict_counts(results: RunResults) -> str:
+    """``verdicts on 9 figures of 3 cases: 2 regression, 3 new, 4 unchanged`` (empty when nothing was judged):
+    verdicts are per figure, and pytest counts cases, so both counts are named."""
+    judged = [case for case in results.cases if case.verdicts]
+    kinds: list[str] = [v.kind for case in judged for v in case.verdicts]
+    if not kinds:
+        return ""
+    parts = ", ".join(f"{kinds.count(k)} {k}" for k in VERDICT_KINDS if kinds.count(k))
+    return f"verdicts on {len(kinds)} figure(s) of {len(judged)} case(s): {parts}"
+
+
+def case_counts(results: RunResults) -> str:
+    """``cases by headline verdict: 1 regression, 2 unchanged`` (empty when nothing was judged)."""
+    kinds = [v.kind for case in results.cases if (v := _headline_verdict(case)) is not None]
+    parts = ", ".join(f"{kinds.count(k)} {k}" for k in VERDICT_KINDS if kinds.count(k))
+    return f"cases by headline verdict: {parts}" if parts else ""
+
+
+def _headline_verdict(case: CaseResult) -> Verdict | None:
+    headline = headline_metric(case)
+    return next((v for v in case.verdicts if headline is not None and v.metric == headline.name), None)
 
 
 def change_cell(verdict: Verdict | None) -> str:
@@ -142,8 +147,9 @@ class MetricCells:
 
 
 def metric_cells(metric: MetricResult, verdict: Verdict | None) -> MetricCells:
+    """The figures in the metric's own unit (never rescaled, so a column of one metric reads in one unit)."""
     stats = metric.stats
-    scale = scale_for(metric.unit, stats.median)
+    scale = named_scale(metric.unit)
     base = verdict.baseline_median if verdict is not None else None
     return MetricCells(
         median=scale.quantity(stats.median),
@@ -204,8 +210,6 @@ def case_rows(results: RunResults, verbose: bool = False, width: int | None = CA
         cells = metric_cells(headline, verdict)
         row = [lines[-1], _ranks_cell(case, results), headline.name, cells.median]
         if with_verdicts:
-            worst = worst_verdict(case.verdicts)
-            shown = worst if worst is not None and worst.kind in NOTABLE_KINDS else verdict
-            row += [change_cell(verdict), verdict_cell(shown, compact=True)]
+            row += [change_cell(verdict), headline_verdict_cell(case, verdict)]
         rows.append(row)
     return rows

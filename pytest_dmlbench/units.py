@@ -1,8 +1,11 @@
 """Units: one formatter per kind of quantity, used by the terminal table, verdict messages and plots.
 
 Bytes are shown in SI units (1 kB = 10^3 B, 1 MB = 10^6 B, 1 GB = 10^9 B), the system the metrics are
-recorded in (``peak_rss_mb`` in MB, bandwidth in GB/s as nccl-tests defines it). Fractions show as
-percent. Every figure has 4 significant digits. Parameter values such as ``16MB`` or ``4KiB`` sort by the
+recorded in (``peak_rss_mb`` in MB, bandwidth in GB/s as nccl-tests defines it). A figure recorded in a
+multiple (``MB``, ``GB/s``, ``ms``) keeps that unit, the one its name gives: ``busbw_gbps`` is always in
+GB/s, ``peak_rss_mb`` in MB; only a base unit (``s``, ``bytes``, ``B/s``) is scaled to read well. The table
+shows every figure in its metric's own unit (:func:`named_scale`). Fractions show as percent. Numbers never
+take an exponent (:func:`format_number`). Parameter values such as ``16MB`` or ``4KiB`` sort by the
 quantity they name (:func:`natural_key`), so 1MB comes before 4MB before 16MB.
 """
 
@@ -13,29 +16,15 @@ import re
 from dataclasses import dataclass
 
 SIGNIFICANT_DIGITS = 4
-BYTES_SYSTEM = "bytes in SI units (1 kB = 1000 B, 1 MB = 10^6 B, 1 GB = 10^9 B)"
+BYTES_SYSTEM = "SI bytes (1 MB = 10^6 B)"
 
 _SCALES: dict[str, tuple[tuple[float, str], ...]] = {
     "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")),
     "bytes": ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")),
     "B/s": ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")),
 }
-# Units recorded in a multiple of a base unit: (base unit, factor to the base).
-_ALIASES: dict[str, tuple[str, float]] = {
-    "ms": ("s", 1e-3),
-    "us": ("s", 1e-6),
-    "ns": ("s", 1e-9),
-    "B": ("bytes", 1.0),
-    "kB": ("bytes", 1e3),
-    "KB": ("bytes", 1e3),
-    "MB": ("bytes", 1e6),
-    "GB": ("bytes", 1e9),
-    "KiB": ("bytes", 2.0**10),
-    "MiB": ("bytes", 2.0**20),
-    "GiB": ("bytes", 2.0**30),
-    "MB/s": ("B/s", 1e6),
-    "GB/s": ("B/s", 1e9),
-}
+# Units recorded in a multiple of a base unit: shown as recorded, the unit a metric's name gives.
+_MULTIPLES = frozenset({"ms", "us", "ns", "B", "kB", "KB", "MB", "GB", "KiB", "MiB", "GiB", "MB/s", "GB/s"})
 _PERCENT_UNITS = frozenset({"fraction"})
 
 
@@ -61,39 +50,49 @@ class Scale:
 
 
 def format_number(value: float) -> str:
-    """4 significant digits, no exponent for ordinary magnitudes; ``inf``/``-inf`` spelled out."""
+    """One format for every figure, never an exponent: from 1000 on the whole number (``13974``, beside
+    an IQR of ``2731``), below it 4 significant digits without trailing zeros (``248.2``, ``0.00549``);
+    ``inf``/``-inf``/``nan`` spelled out."""
+    if math.isnan(value):
+        return "nan"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.{SIGNIFICANT_DIGITS}g}"
+    if abs(value) >= 10.0**(SIGNIFICANT_DIGITS - 1) - 0.5:
+        return f"{value:.0f}"
+    if value == 0:
+        return "0"
+    decimals = max(0, SIGNIFICANT_DIGITS - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    text = text.rstrip("0").rstrip(".") if "." in text else text
+    return "0" if text in ("-0", "") else text
 
 
-def _base(unit: str) -> tuple[str, float]:
-    if unit in _SCALES:
-        return unit, 1.0
-    return _ALIASES.get(unit, (unit, 1.0))
+def named_scale(unit: str) -> Scale:
+    """A metric's figures in the unit it was recorded in (its name's): ``GB/s`` stays GB/s, ``MB`` MB,
+    ``s`` s; a fraction shows as percent."""
+    return Scale(100.0, "%") if unit in _PERCENT_UNITS else Scale(1.0, unit)
 
 
 def scale_for(unit: str, reference: float | None) -> Scale:
     """The display scale that makes ``reference`` (a value recorded in ``unit``) readable.
 
-    ``scale_for("s", 0.0123)`` shows milliseconds, ``scale_for("MB", 1500)`` gigabytes, ``scale_for("fraction",
-    0.25)`` percent. Several values shown together (median, IQR, baseline) should share one scale.
+    ``scale_for("s", 0.0123)`` shows milliseconds, ``scale_for("bytes", 1.5e9)`` gigabytes,
+    ``scale_for("fraction", 0.25)`` percent. A unit recorded in a multiple (``MB``, ``GB/s``, ``ms``) is kept
+    as it is (:func:`named_scale`). Several values shown together (median, IQR, baseline) share one scale.
     """
-    if unit in _PERCENT_UNITS:
-        return Scale(100.0, "%")
-    base, to_base = _base(unit)
-    scales = _SCALES.get(base)
+    if unit in _PERCENT_UNITS or unit in _MULTIPLES:
+        return named_scale(unit)
+    scales = _SCALES.get(unit)
     if scales is None:
         return Scale(1.0, unit)
     if reference is None or not math.isfinite(reference) or reference == 0:
         base_label = next(label for divisor, label in scales if divisor == 1.0)
-        return Scale(to_base, base_label)  # nothing to scale by: the base unit (s, B, B/s)
-    in_base = abs(reference) * to_base
+        return Scale(1.0, base_label)  # nothing to scale by: the base unit (s, B, B/s)
     for divisor, label in scales:
-        if in_base >= divisor * (1 - 1e-12):
-            return Scale(to_base / divisor, label)
+        if abs(reference) >= divisor * (1 - 1e-12):
+            return Scale(1.0 / divisor, label)
     divisor, label = scales[-1]
-    return Scale(to_base / divisor, label)
+    return Scale(1.0 / divisor, label)
 
 
 def format_quantity(value: float | None, unit: str) -> str:

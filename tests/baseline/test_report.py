@@ -36,68 +36,81 @@ def compared_run() -> tuple[str, object]:
     return LONG_ID, compare_run(baseline, current, CompareSettings(min_runs=1))  # the views, not the rule
 
 
-def test_plain_table_is_one_line_per_case_with_units_and_no_verdict_columns() -> None:
+def test_plain_table_is_one_line_per_case_with_units_and_says_nothing_was_compared() -> None:
     table = terminal_table(
-        make_run([make_case("bench_cases/test_x.py::test_y", 0.010, seed=1, world_size=1)])
+        make_run([make_case("bench_cases/test_x.py::test_y", 0.010, seed=1, world_size=1)]), width=120
     )
     lines = table.splitlines()
-    assert lines[0].startswith("units: bytes in SI units (1 kB = 1000 B, 1 MB = 10^6 B")
-    assert lines[1].split() == ["case", "ws", "headline", "metric", "median"]
-    row = lines[3]
-    assert row.startswith("bench_cases/test_x.py::test_y")
-    assert row.split()[1:4] == ["1", "throughput_samples_per_s", row.split()[3]]
+    assert lines[0].startswith("units: as each metric's name says, SI bytes (1 MB = 10^6 B)")
+    assert lines[1] == "cases under bench_cases/"
+    assert lines[2].split() == ["case", "ws", "headline", "metric", "median"]
+    row = lines[4]
+    assert row.startswith("test_x.py::test_y")
+    assert row.split()[1:3] == ["1", "throughput_samples_per_s"]
     assert row.rstrip().endswith("samples/s")
     assert "step_time_s" not in table and "peak_rss_mb" not in table  # only the headline metric
-    assert "verdict" not in table and "oversubscribed" not in table
+    assert "change" not in lines[2] and "oversubscribed" not in table
+    assert "no verdicts: no case had a baseline or a REF to compare with" in table
 
 
-def test_verbose_table_gives_every_metric_with_a_unit_on_every_figure() -> None:
+def test_verbose_table_gives_every_metric_in_the_unit_its_name_says() -> None:
     table = terminal_table(
-        make_run([make_case("bench_cases/test_x.py::test_y", 0.010, seed=1, world_size=1)]), verbose=True
+        make_run([make_case("bench_cases/test_x.py::test_y", 0.010, seed=1, world_size=1)]), verbose=True,
+        width=120,
     )
     lines = table.splitlines()
-    assert lines[1].split() == ["case", "/", "metric", "ws", "median", "IQR", "n"]
-    step_row = next(line for line in lines if line.startswith("- step_time_s"))
-    median, iqr = step_row.split()[2:4], step_row.split()[4:6]
-    assert median[1] == "ms" and iqr[1] == "ms" and step_row.rstrip().endswith("20")
+    assert lines[2].split() == ["metric", "unit", "median", "IQR", "n"]
+    step_row = next(line for line in lines if line.startswith("- step_time_s")).split()
+    assert step_row[2] == "s" and step_row[3].startswith("0.0") and step_row[-1] == "20"  # seconds, as named
     ratio_row = next(line for line in lines if line.startswith("- compute_comm_ratio"))
-    assert ratio_row.split()[2:4] == ["3", "ratio"]
-    memory_row = next(line for line in lines if line.startswith("- peak_rss_mb"))
-    assert memory_row.split()[2:4][1] == "MB" and memory_row.split()[-1] == "20"
+    assert ratio_row.split()[2:4] == ["ratio", "3"]
+    memory_row = next(line for line in lines if line.startswith("- peak_rss_mb")).split()
+    assert memory_row[2:4] == ["MB", "513"] and memory_row[-1] == "20"
 
 
-def test_compared_table_fits_120_columns_shows_whole_node_ids_and_verdicts() -> None:
+@pytest.mark.parametrize("width", [80, 120])
+def test_compared_table_fits_the_width_shows_whole_short_ids_and_headline_verdicts(width: int) -> None:
     _, results = compared_run()
-    table = terminal_table(results)  # type: ignore[arg-type]
-    assert max(len(line) for line in table.splitlines()) <= 120
-    header = table.splitlines()[1].split()
-    assert header[-2:] == ["change", "verdict"]
-    first_column = [line[:34].rstrip() for line in table.splitlines()[3:]]
-    assert LONG_ID in "".join(first_column)  # wrapped over lines, never elided
-    assert "..." not in table
-    # under the table, every notable verdict: the case (worst kind first), then each metric and its change
+    table = terminal_table(results, width=width)  # type: ignore[arg-type]
+    assert max(len(line) for line in table.splitlines()) <= width
+    header = next(line for line in table.splitlines() if "headline metric" in line)
+    assert header.split()[-2:] == ["change", "verdict"]
+    short = LONG_ID.removeprefix("bench_cases/")
     lines = table.splitlines()
-    notes = lines[lines.index(next(line for line in lines if line.startswith("REGR"))):]
-    assert notes[0].startswith("REGRESSION    bench_cases/test_strategies.py::")
+    first = next(i for i, line in enumerate(lines) if line.startswith("test_strategies.py::"))
+    shown = [line.strip() for line in lines[first:first + 3]]
+    count = next(n for n in (1, 2, 3) if "".join(shown[:n]) == short)  # whole, on lines of its own, never elided
+    assert (count == 1) == (width == 120) and "..." not in table
+    row = lines[first + count]
+    assert "+" in row and "slower" in row and row.rstrip().endswith("REGRESSION *")  # the headline's own verdict
+    notes = lines[next(i for i, line in enumerate(lines) if line.startswith("REGRESSION")):]
     assert any(line.strip().startswith("REGRESSION step_time_s: +") and "slower" in line for line in notes)
-    assert "inconclusive  bench_cases/test_x.py::test_y" in table  # too few rounds: no test, and it says so
-    assert "verdicts: 2 regression, 2 inconclusive, 3 new, 2 unchanged" in table
+    assert any(line.startswith("inconclusive  test_x.py::test_y") for line in lines)  # too few rounds: says so
+    counts = " ".join(line.strip() for line in lines[lines.index(next(line for line in lines
+                                                                      if line.startswith("verdicts on"))):])
+    assert "verdicts on 9 figure(s) of 3 case(s): 2 regression, 2 inconclusive, 3 new, 2 unchanged" in counts
+    assert "cases by headline verdict: 1 regression, 1 inconclusive, 1 new" in counts
+    assert "no verdicts" not in table
 
 
-def test_compared_verbose_table_has_baseline_change_and_p_values() -> None:
+def test_compared_verbose_table_has_baseline_change_and_p_values_when_they_fit() -> None:
     _, results = compared_run()
-    table = terminal_table(results, verbose=True)  # type: ignore[arg-type]
-    assert table.splitlines()[1].split()[-3:] == ["baseline", "change", "verdict"]
+    table = terminal_table(results, verbose=True, width=120)  # type: ignore[arg-type]
+    header = next(line for line in table.splitlines() if line.split()[0] == "metric")
+    assert header.split()[-3:] == ["baseline", "change", "verdict"]
     step_row = next(line for line in table.splitlines() if line.startswith("- step_time_s")
                     and "REGRESSION" in line)
-    assert "REGRESSION p=" in step_row and " ms " in step_row and "+" in step_row
+    assert "REGRESSION p=" in step_row and " s " in step_row and "+" in step_row
+    narrow = terminal_table(results, verbose=True, width=80)  # type: ignore[arg-type]
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "REGRESSION" in narrow and "p=" not in narrow  # the p-values go first
 
 
 def test_oversubscription_flag_follows_ranks_times_workers() -> None:
     run = make_run([make_case("t.py::a", world_size=1), make_case("t.py::b", world_size=2)], xdist_workers=2)
     flags = [oversubscribed(case, run) for case in run.cases]
     assert flags == [False, True]  # 1 x 2 = 2 cores is fine, 2 x 2 > 2 is not
-    rows = [line.split() for line in terminal_table(run).splitlines() if line.startswith("t.py::")]  # short ids
+    rows = [line.split() for line in terminal_table(run, width=120).splitlines() if line.startswith("t.py::")]
     assert [row[:3] for row in rows] == [["t.py::a", "1", "throughput_samples_per_s"],
                                          ["t.py::b", "2", "!"]]
     assert "! oversubscribed: ranks x xdist workers (2 worker(s)) > 2 cores" in terminal_table(run)
@@ -105,7 +118,7 @@ def test_oversubscription_flag_follows_ranks_times_workers() -> None:
 
 def test_cases_come_in_natural_order_of_sizes() -> None:
     ids = [f"c.py::test_bw[all_reduce-{size}]" for size in ("16MB", "1MB", "4KB", "64MB", "4MB")]
-    table = terminal_table(make_run([make_case(nodeid, world_size=1) for nodeid in ids]))
+    table = terminal_table(make_run([make_case(nodeid, world_size=1) for nodeid in ids]), width=120)
     shown = [line.split()[0] for line in table.splitlines() if line.startswith("c.py::")]
     assert shown == [f"c.py::test_bw[all_reduce-{s}]" for s in ("4KB", "1MB", "4MB", "16MB", "64MB")]
     assert sorted(ids) != [f"c.py::test_bw[all_reduce-{s}]" for s in ("4KB", "1MB", "4MB", "16MB", "64MB")]

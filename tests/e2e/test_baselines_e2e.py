@@ -66,7 +66,7 @@ def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None
 
     again = run_pytest(project, "--dmlbench", "--dmlbench-json", "results.json")
     assert again.returncode == 0, again.output
-    again.lines.fnmatch_lines(["*test_step*throughput_samples_per_s*unchanged*", "verdicts:*unchanged*"])
+    again.lines.fnmatch_lines(["*test_step*throughput_samples_per_s*unchanged*", "verdicts on*unchanged*"])
     results = json.loads((project / "results.json").read_text())
     assert results["schema"] == 2
     assert {"cpu_model", "logical_cores", "torch", "backend"} <= set(results["machine"])
@@ -199,7 +199,7 @@ def test_new_cases_and_no_compare(project: Path) -> None:
     save(project, ONLY_A)
     result = run_pytest(project, "--dmlbench")
     assert result.returncode == 0, result.output
-    result.lines.fnmatch_lines(["verdicts: 3 new, 3 unchanged"])
+    result.lines.fnmatch_lines(["verdicts on 6 figure(s) of * case(s): 3 new, 3 unchanged"])
     off = run_pytest(project, "--dmlbench", "--dmlbench-no-compare", SLOWDOWN="2")
     assert off.returncode == 0, off.output
     assert "regress" not in off.output.lower()

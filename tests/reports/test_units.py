@@ -20,9 +20,10 @@ from pytest_dmlbench.units import format_quantity, natural_key, parse_size, scal
         (1.2e6, "bytes", "1.2 MB"),  # SI: 10^6 bytes, not 1.144 MiB
         (4096, "bytes", "4.096 kB"),
         (0, "bytes", "0 B"),
-        (1500.0, "MB", "1.5 GB"),  # peak memory recorded in MB shows in the same system
+        (1500.0, "MB", "1500 MB"),  # peak_rss_mb stays in MB, the unit its name gives
         (537.5, "MB", "537.5 MB"),
-        (0.00297, "GB/s", "2.97 MB/s"),
+        (0.00297, "GB/s", "0.00297 GB/s"),  # busbw_gbps stays in GB/s
+        (13974.3, "samples/s", "13974 samples/s"),  # no exponent
         (0.25, "fraction", "25 %"),
         (248.2, "samples/s", "248.2 samples/s"),
         (float("inf"), "ratio", "inf ratio"),
