@@ -2,7 +2,7 @@
 
 Every ``pytest_dmlbench`` module belongs to a layer; a module may import from its own layer and the layers
 below it, never from a layer above (function-level imports included). Guards the shape described in
-the README's layout section.
+the layout section of docs/explanation/how-it-works.md.
 """
 
 from __future__ import annotations

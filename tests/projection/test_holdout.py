@@ -2,8 +2,8 @@
 
 The accuracy test fits the shipped measured results file (gloo on 2, 3 and 4 ranks of a 2-core machine)
 without each point's message size and without its world size, and fails when the median error of those
-predictions grows past the claim README.md states; the negative controls show that wrong models break the
-same claim on the same file. The remaining tests check the held-out arithmetic on timings made by the
+predictions grows past the claim docs/evidence/projection.md states; the negative controls show that wrong
+models break the same claim on the same file. The remaining tests check the held-out arithmetic on timings made by the
 model, which says nothing about accuracy.
 """
 
@@ -32,17 +32,17 @@ from tests.projection.synthetic import ALPHA, BETA, SIZES, collective_case, resu
 
 DATA = Path(__file__).parent / "data"
 MEASURED = DATA / "results_gloo_ws2-4_collectives.json"
-README = Path(__file__).parents[2] / "README.md"
+CLAIM_PAGE = Path(__file__).parents[2] / "docs" / "evidence" / "projection.md"
 NUMBER = r"(\d+(?:\.\d+)?) %"
 CLAIM = re.compile(rf"median held-out error <= {NUMBER} with the message size held out and <= {NUMBER} with the "
                    rf"world size held out over all cases, and <= {NUMBER} and <= {NUMBER} for every collective")
 
 
 def documented_claim() -> dict[tuple[HeldOutKind, bool], float]:
-    """The one statement of the collective model's held-out accuracy in README.md, as fractions keyed by
+    """The one statement of the collective model's held-out accuracy in the docs, as fractions keyed by
     (kind held out, per collective)."""
-    found = CLAIM.findall(" ".join(README.read_text().split()))
-    assert len(found) == 1, f"README.md must state the held-out claim once (pattern {CLAIM.pattern!r})"
+    found = CLAIM.findall(" ".join(CLAIM_PAGE.read_text().split()))
+    assert len(found) == 1, f"{CLAIM_PAGE.name} must state the held-out claim once (pattern {CLAIM.pattern!r})"
     size, world, size_each, world_each = (float(x) / 100 for x in found[0])
     return {("size", False): size, ("world_size", False): world, ("size", True): size_each,
             ("world_size", True): world_each}

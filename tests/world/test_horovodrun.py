@@ -2,7 +2,7 @@
 
 Horovod itself is not installed with the test extra, so these tests set the variables ``horovodrun``
 (Gloo mode) gives each rank, copied from horovod/runner/gloo_run.py (Horovod 0.28.1), and stand in for
-``horovod.torch`` where its broadcast is needed. The README's "Training strategies" section says where
+``horovod.torch`` where its broadcast is needed. docs/how-to/torchrun-and-ray.md ("Horovod") says where
 the real launcher was run.
 """
 
