@@ -24,8 +24,10 @@ from pytest_dmlbench.world.execute import case_arguments, execute_case
 from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.guard import StateSnapshot, snapshot
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
+from pytest_dmlbench.world.master_store import HOST, serve_master_store
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
+from pytest_dmlbench.world.torchrun_env import RankPlace, run_id, torchrun_variables
 
 # Objects replaced at start-up are kept alive so that their finalisers never close a reused descriptor.
 _KEEP_ALIVE: list[Any] = []
@@ -68,6 +70,7 @@ class RankProcess:
         self.registry = registry
         self.dist = DistInfo(rank, spec.world_size, spec.backend, device_for(spec.backend, rank))
         self.clean_state: StateSnapshot | None = None  # taken once the rank has joined its group
+        self.master_store: Any = None  # rank 0: the TCP store at MASTER_ADDR:MASTER_PORT
 
     def join_group(self) -> float:
         import torch
@@ -85,6 +88,10 @@ class RankProcess:
             world_size=self.spec.world_size,
             timeout=timedelta(seconds=self.spec.init_timeout_s),
         )
+        self.master_store, port = serve_master_store(store, self.rank, self.spec.world_size,
+                                                     timedelta(seconds=self.spec.init_timeout_s))
+        os.environ.update(torchrun_variables(RankPlace.single_node(self.rank, self.spec.world_size), HOST, port,
+                                             run_id(self.spec.world_id)))
         return time.perf_counter() - start
 
     def serve(self) -> NoReturn:

@@ -21,6 +21,7 @@ from pytest_dmlbench.world.bound_store import bound_store
 from pytest_dmlbench.world.execute import case_arguments, execute_case
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
+from pytest_dmlbench.world.torchrun_env import RankPlace, run_id, torchrun_variables
 
 
 class RankActor:
@@ -56,8 +57,9 @@ class RankActor:
                                  wait_for_workers=False)
         return int(self.store.port)
 
-    def join(self, host: str, port: int, loopback: bool) -> Ready:
-        """Join the process group through the TCP store at ``host:port``."""
+    def join(self, host: str, port: int, loopback: bool, nodes: tuple[str, ...] = ()) -> Ready:
+        """Join the process group through the TCP store at ``host:port``; set torchrun's variables (``nodes``:
+        each rank's node, for the local ranks; none: one node)."""
         import torch
         import torch.distributed as td
 
@@ -70,6 +72,9 @@ class RankActor:
                                      timeout=timedelta(seconds=self.spec.init_timeout_s))
         td.init_process_group(self.spec.backend, store=self.store, rank=self.rank, world_size=self.spec.world_size,
                               timeout=timedelta(seconds=self.spec.init_timeout_s))
+        place = (RankPlace.from_nodes(self.rank, nodes) if nodes
+                 else RankPlace.single_node(self.rank, self.spec.world_size))
+        os.environ.update(torchrun_variables(place, host, port, run_id(self.spec.world_id)))
         return Ready(self.rank, os.getpid(), time.perf_counter() - start)
 
     def run_case(self, message: CaseRequest) -> tuple[RankOutcome, str]:

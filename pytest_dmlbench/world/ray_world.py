@@ -135,7 +135,7 @@ class RayWorld:
         host = "127.0.0.1" if loopback else places[0][1]
         [port] = self._get_all([self.actors[0].host_store.remote(host)], deadline, "starting the TCP store")
         self.store_address = (host, port)
-        readies = self._get_all([a.join.remote(host, port, loopback) for a in self.actors], deadline,
+        readies = self._get_all([a.join.remote(host, port, loopback, tuple(self.nodes)) for a in self.actors], deadline,
                                 "joining the process group")
         if not all(isinstance(r, Ready) for r in readies):
             self.kill()
