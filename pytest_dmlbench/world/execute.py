@@ -19,6 +19,7 @@ from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.errors import NotJudged
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
+from pytest_dmlbench.world import adopt_group
 from pytest_dmlbench.world.groups import GroupWatch
 from pytest_dmlbench.world.guard import StateSnapshot, Unrestorable, snapshot
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Status
@@ -60,12 +61,14 @@ def seed_everything(seed: int) -> None:
 
 def warm_up() -> None:
     """Do once, in the zygote, what every rank's first case would otherwise do on its own: import
-    ``numpy.random`` (seeding loads it lazily; tens of ms per rank) and build the guard's settings."""
+    ``numpy.random`` (seeding loads it lazily; tens of ms per rank), build the guard's settings and install
+    the adopting ``init_process_group``/``destroy_process_group``."""
     from pytest_dmlbench.world import guard
 
     if "numpy" in sys.modules:
         import numpy.random  # noqa: F401
     guard.warm_up()
+    adopt_group.install()  # before the ranks' clean snapshot, which then holds the adopting functions
 
 
 def classify(exc: BaseException) -> Status:
@@ -107,9 +110,11 @@ def execute_case(
     ``clean_state`` is the state to restore; by default the state just before the body. A rank that runs
     nothing but cases passes the one snapshot it took at start: after each restore the state equals it.
     """
+    adopt_group.install()  # no-op once installed; before the snapshot, so the guard keeps it
     state = clean_state if clean_state is not None else snapshot()
     groups = GroupWatch.start()
-    outcome = _run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory, block=block)
+    with adopt_group.adopting(dist):  # init/destroy_process_group in the body adopt and keep the world's group
+        outcome = _run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory, block=block)
     return replace(outcome, **after_case(state, groups))
 
 

@@ -1,0 +1,247 @@
+"""``init_process_group`` and ``destroy_process_group`` inside a case: code written for torchrun runs as it is.
+
+Runs on ranks only (no pytest import). :func:`install` replaces both functions, once per process, in
+``torch.distributed``, ``torch.distributed.distributed_c10d`` and every loaded module that imported them by
+name (``from torch.distributed import init_process_group`` in a script imported at collection, before the
+ranks existed). Outside a case (:func:`adopting`) the replacements call torch's own functions, so a world
+joins and leaves its group as before. Inside a case:
+
+- ``init_process_group`` adopts the world's group when the call asks for what the world already is: the
+  world's backend or none, ``init_method`` ``None``, ``env://`` or ``tcp://MASTER_ADDR:MASTER_PORT``, the
+  world's size and this rank (or -1), no store or a ``TCPStore`` at the master address, this rank's device or
+  no ``device_id``. ``timeout`` and ``group_name`` are accepted and not applied (the world keeps its own).
+  Anything else raises :class:`GroupMismatch` naming each difference and the fix.
+- ``destroy_process_group()`` (or of the default group) ends the case's use of the group: the sub-groups the
+  case created are destroyed, as torch's call would, and the world's group stays for the next case; a later
+  ``init_process_group`` adopts it again. ``is_initialized()`` still answers True afterwards, and the group
+  still works if the case goes on using it. Destroying a sub-group is torch's own call.
+
+The per-case guard still checks what is left: a case that reaches torch's own destroy another way is
+reported by :class:`~pytest_dmlbench.world.groups.GroupWatch` and its world rebuilt.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_dmlbench.dist_info import DistInfo
+
+_NAMES = ("init_process_group", "destroy_process_group")
+_MARK = "__dmlbench_adopting__"
+_originals: dict[str, Callable[..., Any]] = {}  # torch's own functions
+_wrappers: dict[str, Callable[..., Any]] = {}  # the adopting ones that replace them
+_case: _Case | None = None  # the world the running case adopts (None outside a case)
+_FIX_SUFFIX = ("the world's process group already exists, so it can only be adopted as it is; "
+               "in a case, call init_process_group() with no arguments, or with the world's own values")
+
+
+class GroupMismatch(ValueError):
+    """``init_process_group`` inside a case asked for a group the case's world is not."""
+
+
+@dataclass
+class _Case:
+    """The world a running case adopts: its group's backend, size and this rank, the master address."""
+
+    rank: int
+    world_size: int
+    backend: str
+    device: str
+    master: tuple[str, int] | None
+    groups_before: set[int] = field(default_factory=set)
+
+    def mismatches(self, arguments: dict[str, Any]) -> list[str]:
+        """What the call asks for that this world cannot give, one sentence (with its fix) each."""
+        problems: list[str] = []
+        for name, value in arguments.items():
+            check = getattr(self, f"_check_{name}", None)
+            if check is not None:
+                problem = check(value)
+            elif _is_default(value, _init_defaults().get(name, inspect.Parameter.empty)):
+                problem = None
+            else:
+                problem = (f"{name}={value!r} cannot be applied to the world's existing group; "
+                           f"drop {name}= inside the case")
+            if problem:
+                problems.append(problem)
+        return problems
+
+    def _check_backend(self, value: Any) -> str | None:
+        if value is None or str(value).lower() == self.backend:
+            return None
+        return (f"backend={str(value)!r}, but this case's world runs {self.backend!r}; ask for "
+                f"{self.backend!r} (or no backend), or run the case on a {str(value).lower()} world: "
+                f"@pytest.mark.dmlbench(backend={str(value).lower()!r})")
+
+    def _check_init_method(self, value: Any) -> str | None:
+        if value is None or str(value).startswith("env://"):
+            return None
+        if self.master is not None and str(value) == f"tcp://{self.master[0]}:{self.master[1]}":
+            return None
+        where = f"env:// or tcp://{self.master[0]}:{self.master[1]}" if self.master else "env://"
+        return (f"init_method={value!r} is a rendezvous this world does not use; use {where} "
+                f"(the MASTER_ADDR and MASTER_PORT the case sees), or no init_method")
+
+    def _check_world_size(self, value: Any) -> str | None:
+        if value in (-1, None) or int(value) == self.world_size:
+            return None
+        return (f"world_size={value}, but this case runs on {self.world_size} rank(s); read WORLD_SIZE instead "
+                f"of fixing it, or run the case at world size {value}: @pytest.mark.dmlbench(world_size={value})")
+
+    def _check_rank(self, value: Any) -> str | None:
+        if value in (-1, None) or int(value) == self.rank:
+            return None
+        return f"rank={value}, but this process is rank {self.rank}; read RANK instead of fixing it"
+
+    def _check_store(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        address = (getattr(value, "host", None), getattr(value, "port", None))
+        if self.master is not None and address == self.master:
+            return None
+        return (f"store={type(value).__name__} at {address[0]}:{address[1]}, a store this world does not use; "
+                "drop store= (the world's group is adopted), or connect to MASTER_ADDR:MASTER_PORT")
+
+    def _check_device_id(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        import torch
+
+        wanted = torch.device("cuda", value) if isinstance(value, int) else torch.device(value)
+        if wanted == torch.device(self.device):
+            return None
+        return f"device_id={wanted}, but this rank's device is {self.device}; use LOCAL_RANK's device or none"
+
+    def _check_timeout(self, value: Any) -> None:
+        return None  # the world's own timeout (--dmlbench-timeout) stays
+
+    def _check_group_name(self, value: Any) -> None:
+        return None
+
+
+@functools.cache
+def _init_defaults() -> dict[str, Any]:
+    """The default of each parameter of torch's ``init_process_group``."""
+    import torch.distributed.distributed_c10d as c10d
+
+    function = getattr(c10d.init_process_group, _MARK, c10d.init_process_group)
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return value is default or (value == default if isinstance(default, (bool, int, str)) else False)
+
+
+def _group_map() -> list[Any]:
+    import torch.distributed.distributed_c10d as c10d
+
+    return list(c10d._world.pg_map)
+
+
+def _call_shape(arguments: dict[str, Any]) -> str:
+    given = ", ".join(f"{name}={value!r}" for name, value in arguments.items()
+                      if not _is_default(value, _init_defaults().get(name, inspect.Parameter.empty)))
+    return f"init_process_group({given})"
+
+
+def _adopting_init(original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> None:
+        case = _case
+        if case is None:
+            return original(*args, **kwargs)  # type: ignore[no-any-return]
+        arguments = dict(signature.bind(*args, **kwargs).arguments)
+        problems = case.mismatches(arguments)
+        if problems:
+            raise GroupMismatch(
+                f"{_call_shape(arguments)} on rank {case.rank} asks for what this case's world "
+                f"({case.world_size} rank(s), {case.backend}) cannot give:\n  - " + "\n  - ".join(problems)
+                + f"\n({_FIX_SUFFIX})")
+        return None
+
+    setattr(init_process_group, _MARK, original)
+    return init_process_group
+
+
+def _adopting_destroy(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def destroy_process_group(group: Any = None) -> None:
+        import torch.distributed as td
+
+        case = _case
+        if case is None or not td.is_initialized() or not _is_world(group):
+            return original(group)  # type: ignore[no-any-return]
+        default = td.distributed_c10d._get_default_group()
+        for created in _group_map():
+            if id(created) not in case.groups_before and created is not default:
+                original(created)
+        return None
+
+    setattr(destroy_process_group, _MARK, original)
+    return destroy_process_group
+
+
+def _is_world(group: Any) -> bool:
+    import torch.distributed.distributed_c10d as c10d
+
+    return group is None or group is c10d.GroupMember.WORLD or group is c10d._get_default_group()
+
+
+def install() -> None:
+    """Put the adopting functions in place (once per process; again after a case put torch's back)."""
+    import torch.distributed as td
+    import torch.distributed.distributed_c10d as c10d
+
+    first = not _originals
+    for name in _NAMES:
+        current = getattr(c10d, name)
+        original = getattr(current, _MARK, current)
+        if name not in _originals:
+            _originals[name] = original
+            wrapper = (_adopting_init if name == "init_process_group" else _adopting_destroy)(original)
+            _wrappers[name] = wrapper
+        for module in (td, c10d):
+            setattr(module, name, _wrappers[name])
+    if first:
+        _rebind_loaded_modules()
+
+
+def _rebind_loaded_modules() -> None:
+    """Modules that imported torch's functions by name get the adopting ones (identity match only)."""
+    for module in list(sys.modules.values()):
+        if not isinstance(module, types.ModuleType):
+            continue
+        namespace = module.__dict__
+        for key, value in list(namespace.items()):
+            for name in _NAMES:
+                if value is _originals[name]:
+                    namespace[key] = _wrappers[name]
+
+
+@contextmanager
+def adopting(dist: DistInfo) -> Iterator[None]:
+    """Inside the block, ``init_process_group`` adopts this rank's world and its destroy keeps it."""
+    global _case
+    import os
+
+    import torch.distributed as td
+
+    previous = _case
+    if td.is_initialized():
+        port = os.environ.get("MASTER_PORT", "")
+        master = (os.environ["MASTER_ADDR"], int(port)) if "MASTER_ADDR" in os.environ and port.isdigit() else None
+        _case = _Case(td.get_rank(), td.get_world_size(), str(td.get_backend()).lower(), dist.device, master,
+                      {id(group) for group in _group_map()})
+    try:
+        yield
+    finally:
+        _case = previous
