@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -197,7 +198,8 @@ def _is_world(group: Any) -> bool:
 
 
 def install() -> None:
-    """Put the adopting functions in place (once per process; again after a case put torch's back)."""
+    """Put the adopting functions in ``torch.distributed`` and its ``distributed_c10d`` (cheap when they are
+    there already); the first call also rebinds the names in every loaded module."""
     import torch.distributed as td
     import torch.distributed.distributed_c10d as c10d
 
@@ -231,8 +233,6 @@ def _rebind_loaded_modules() -> None:
 def adopting(dist: DistInfo) -> Iterator[None]:
     """Inside the block, ``init_process_group`` adopts this rank's world and its destroy keeps it."""
     global _case
-    import os
-
     import torch.distributed as td
 
     previous = _case
