@@ -4,6 +4,7 @@ updating the text fails here, with the command that gives the new count."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,25 @@ def test_a_stale_or_missing_count_is_caught() -> None:
         quoted_count("the suite collects some cases", pattern)
     with pytest.raises(AssertionError, match="found \\['1', '2'\\]"):
         quoted_count("`-m correctness` collects 1 cases; `-m correctness` collects 2 cases", pattern)
+
+
+def quick_command(readme: str) -> tuple[int, tuple[str, ...]]:
+    """The README's quick first command: the case count it quotes and its pytest arguments."""
+    found = re.findall(r"\*\*A quick first look\*\* \((\d+) cases:.*?\n\n    pytest (.+?)\n", readme, flags=re.DOTALL)
+    assert len(found) == 1, f"README: expected one quick first command, found {found}"
+    count, command = found[0]
+    return int(count), tuple(shlex.split(command))
+
+
+def test_the_quick_command_selects_the_cases_it_quotes() -> None:
+    quoted, args = quick_command((ROOT / "README.md").read_text())
+    assert args[:2] == ("--dmlbench", "--world-size")
+    actual = collected_nodeids(*args)
+    assert quoted == len(actual), f"README.md quotes {quoted} cases for its quick command, which collects {actual}"
+
+
+def test_negative_control_a_quick_command_is_read_with_its_quoting() -> None:
+    text = '**A quick first look** (3 cases: a, b)\n\n    pytest --dmlbench -k "a or b" x.py\n'
+    assert quick_command(text) == (3, ("--dmlbench", "-k", "a or b", "x.py"))
+    with pytest.raises(AssertionError, match="found \\[\\]"):
+        quick_command("no quick command here")
