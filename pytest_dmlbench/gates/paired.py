@@ -24,7 +24,7 @@ import math
 import random
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,9 @@ from pytest_dmlbench.paired.statistics import (
     Scale,
     SequentialRule,
     SingleReading,
+    difference_of,
     estimate,
+    in_points,
     is_clear,
     judge,
     pair_values,
@@ -104,21 +106,20 @@ class Timed:
     name: str
     better: Direction
     unit: str
-    source: str | None = None  # a derived figure: the block figure it is computed from ...
-    base_a: float = 1.0  # ... divided by A's and B's base (the one-rank variant's throughput) ...
-    base_b: float = 1.0
-    divisor: float = 1.0  # ... and by this (the world size, for an efficiency)
 
     @property
     def scale(self) -> Scale:
         return scale_for(self.unit)
 
-    def block_value(self, block: dict[str, Any], side: str) -> float:
-        """This figure's median in one block of ``side`` ("a" or "b")."""
-        if self.source is None:
-            return median(block.get(self.name, {}).get("samples", []))
-        base = self.base_a if side == "a" else self.base_b
-        return median(block.get(self.source, {}).get("samples", [])) / base / self.divisor
+
+@dataclass(frozen=True)
+class OneRankBase:
+    """A one-rank scaling variant's throughput as judged: the base of its family's speedups."""
+
+    estimate: PairedEstimate  # A against B, bad direction
+    a: float  # A's block median
+    b: float  # B's block median
+    budget_spent: bool
 
 
 class PairedGate:
@@ -137,7 +138,8 @@ class PairedGate:
         self.a_cases: dict[str, str] = {}  # case key -> A's node id
         self.judgements: list[CaseJudgement] = []
         self.rng = random.Random()
-        self.one_rank_throughput: dict[str, tuple[float, float]] = {}  # scaling family -> A's, B's block median
+        self.one_rank_throughput: dict[str, OneRankBase] = {}  # scaling family -> its one-rank variant's
+        self.on_pair: Callable[[str, int], None] | None = None  # told (node id, pairs so far) after each pair
 
     @property
     def against(self) -> str:
@@ -249,7 +251,6 @@ class PairedGate:
         changed_unit = {n for n, m in directed.items() if n in warm and warm[n].get("unit") != m.unit}
         timed = [Timed(n, m.better, m.unit) for n, m in directed.items()
                  if n not in SINGLE_READING_METRICS and m.better is not None and n in warm and n not in changed_unit]
-        timed += self._derived(item, directed, [t.name for t in timed])
         readings: list[dict[str, Any]] = []
         judgement.budget_s = self.budget_s if item.pair_budget_s is None else item.pair_budget_s
         first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement)
@@ -264,9 +265,12 @@ class PairedGate:
         verdicts = [self._timed_verdict(item, case.metrics[t.name], t, kinds[t.name], first,
                                         confirm if t in flagged else None, threshold, judgement)
                     for t in timed]
-        self._remember_one_rank_throughput(item, first, confirm if any(t.name == THROUGHPUT for t in flagged) else None)
-        derived = {t.name for t in timed if t.source is not None}
-        missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm and n not in derived]
+        throughput_stage = confirm if confirm is not None and any(t.name == THROUGHPUT for t in flagged) else first
+        derived = self._derived_verdicts(item, directed, first, throughput_stage, threshold, judgement)
+        verdicts += derived
+        self._remember_one_rank_throughput(item, first, throughput_stage, judgement)
+        missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm
+                   and n not in {v.metric for v in derived}]
         verdicts += [self._decision(item, directed[n], "inconclusive" if n in DERIVED_METRICS else "new", None,
                                     median(directed[n].samples), threshold, _missing_reason(n, self.launch.label))
                      for n in missing]
@@ -277,26 +281,53 @@ class PairedGate:
                                           readings, threshold)
         judgement.verdicts = verdicts
 
-    def _derived(self, item: JudgedItem, directed: dict[str, MetricResult], timed: list[str]) -> list[Timed]:
-        """``speedup`` and ``scaling_efficiency`` of a scaling variant, judged on its block pairs: each block's
-        throughput over its side's one-rank throughput (the median of that variant's blocks, judged before
-        it in this run), as the harness derives them from the ordinary run."""
+    def _derived_verdicts(self, item: JudgedItem, directed: dict[str, MetricResult], first: Stage,
+                          decisive: Stage, threshold: float, judgement: CaseJudgement) -> list[Verdict]:
+        """``speedup`` and ``scaling_efficiency`` of a scaling variant: the quotient of two paired figures (this
+        case's throughput over its one-rank variant's, judged before it in this run), tested on the two
+        estimates together (:func:`difference_of`); none when the base or this case's throughput is missing."""
         base = self.one_rank_throughput.get(item.scaling_family or "")
-        if base is None or item.scaling_world_size < 2 or THROUGHPUT not in timed:
+        names = [n for n in ("speedup", "scaling_efficiency") if n in directed]
+        if base is None or item.scaling_world_size < 2 or not names or not decisive.usable(THROUGHPUT, "ratio"):
             return []
-        divisors = {"speedup": 1.0, "scaling_efficiency": float(item.scaling_world_size)}
-        return [Timed(n, m.better, m.unit, THROUGHPUT, base[0], base[1], divisors[n])
-                for n, m in directed.items() if n in divisors and m.better is not None]
+        own = decisive.estimate(THROUGHPUT, "higher", "ratio", self.alpha)
+        if own is None:
+            return []
+        a_all = first.a[THROUGHPUT] + (decisive.a[THROUGHPUT] if decisive is not first else [])
+        b_all = first.b[THROUGHPUT] + (decisive.b[THROUGHPUT] if decisive is not first else [])
+        speedup_a, speedup_b = median(a_all) / base.a, median(b_all) / base.b
+        est = difference_of(own, base.estimate)
+        size = float(item.scaling_world_size)
+        verdicts = []
+        for name in names:
+            metric = directed[name]
+            shown = est if name == "speedup" else in_points(est, speedup_b / size)
+            a_value, b_value = (speedup_a, speedup_b) if name == "speedup" else (speedup_a / size, speedup_b / size)
+            kind: VerdictKind = judge(shown, threshold)
+            evidence = (f"{_estimate_text(shown, metric.unit)}, from this case's throughput over {decisive.pairs} "
+                        f"block pairs and its one-rank variant's over {base.estimate.pairs} (the two intervals "
+                        f"combined, Welch), alpha {shown.alpha:g}")
+            if kind == "unchanged" and not is_clear(shown, threshold) and (judgement.budget_spent or base.budget_spent):
+                kind = "inconclusive"
+                evidence += ("; a pair budget was spent before the combined interval was clear of the threshold "
+                             "(--dmlbench-pair-budget, or the case's pair_budget=, raises it)")
+            p = shown.p_better if kind == "improvement" else shown.p_worse
+            verdicts.append(self._decision(item, metric, kind, b_value, a_value, threshold, evidence, p_value=p,
+                                           detectable_pct=shown.detectable_pct(), runs=decisive.pairs))
+        return verdicts
 
-    def _remember_one_rank_throughput(self, item: JudgedItem, first: Stage, confirm: Stage | None) -> None:
-        """A one-rank scaling variant's block throughput on each side, the base of its family's speedups."""
-        if item.scaling_family is None or item.scaling_world_size != 1 or THROUGHPUT not in first.a:
+    def _remember_one_rank_throughput(self, item: JudgedItem, first: Stage, decisive: Stage,
+                                      judgement: CaseJudgement) -> None:
+        """A one-rank scaling variant's judged throughput, the base of its family's speedups."""
+        if item.scaling_family is None or item.scaling_world_size != 1 or not decisive.usable(THROUGHPUT, "ratio"):
             return
-        a = first.a[THROUGHPUT] + (confirm.a.get(THROUGHPUT, []) if confirm else [])
-        b = first.b[THROUGHPUT] + (confirm.b.get(THROUGHPUT, []) if confirm else [])
-        base = (median(a), median(b))
-        if all(math.isfinite(v) and v > 0 for v in base):
-            self.one_rank_throughput[item.scaling_family] = base
+        est = decisive.estimate(THROUGHPUT, "higher", "ratio", self.alpha)
+        if est is None:
+            return
+        a_all = first.a[THROUGHPUT] + (decisive.a[THROUGHPUT] if decisive is not first else [])
+        b_all = first.b[THROUGHPUT] + (decisive.b[THROUGHPUT] if decisive is not first else [])
+        self.one_rank_throughput[item.scaling_family] = OneRankBase(est, median(a_all), median(b_all),
+                                                                    judgement.budget_spent)
 
     def _ref_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
         ref_nodeid = self.ref_cases[case_key(item.nodeid, item.path, self.launch.repo_root)]
@@ -325,8 +356,8 @@ class PairedGate:
             a = self._own_block(item, plan)
         stage.a_first.append(a_first)
         for t in timed:
-            stage.a.setdefault(t.name, []).append(t.block_value(a, "a"))
-            stage.b.setdefault(t.name, []).append(t.block_value(b, "b"))
+            stage.a.setdefault(t.name, []).append(median(a.get(t.name, {}).get("samples", [])))
+            stage.b.setdefault(t.name, []).append(median(b.get(t.name, {}).get("samples", [])))
         return {"a": a, "b": b}
 
     def _run_stage(self, item: JudgedItem, plan: BlockPlan, timed: Sequence[Timed], threshold: float,
@@ -346,6 +377,8 @@ class PairedGate:
                 judgement.notes.append(f"pair budget of {judgement.budget_s:g} s spent after {stage.pairs} pairs")
                 return stage
             readings.append(self._pair(item, plan, stage, timed))
+            if self.on_pair is not None:
+                self.on_pair(item.nodeid, sum(judgement.stages) + stage.pairs)
 
     def _kind(self, stage: Stage, t: Timed, threshold: float) -> str:
         if not stage.usable(t.name, t.scale):

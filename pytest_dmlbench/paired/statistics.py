@@ -137,6 +137,42 @@ def estimate(values: Sequence[float], alpha: float = DEFAULT_ALPHA, scale: Scale
     return PairedEstimate(n, mean, sd, alpha, p_worse, p_better, mean - half, mean + half, scale)
 
 
+def difference_of(many: PairedEstimate, one: PairedEstimate) -> PairedEstimate:
+    """The estimate of a figure derived as the quotient of two independently paired figures (a scaling case's
+    speedup: its throughput over its one-rank variant's), from the two estimates of those figures in the bad
+    direction: the mean log ratio is ``many``'s minus ``one``'s, the standard error adds in quadrature, and the
+    degrees of freedom are Welch-Satterthwaite's (rounded down). So a noisy one-rank base widens the interval
+    instead of shifting every pair of the larger world alike."""
+    if many.scale != "ratio" or one.scale != "ratio":
+        raise ValueError("difference_of combines estimates on the ratio scale")
+    se_many, se_one = many.sd_log / math.sqrt(many.pairs), one.sd_log / math.sqrt(one.pairs)
+    mean = many.mean_log - one.mean_log
+    se = math.hypot(se_many, se_one)
+    alpha = max(many.alpha, one.alpha)
+    if se == 0.0:
+        p_worse = 0.0 if mean > 0 else (0.5 if mean == 0 else 1.0)
+        p_better = 0.0 if mean < 0 else (0.5 if mean == 0 else 1.0)
+        return PairedEstimate(many.pairs, mean, 0.0, alpha, p_worse, p_better, mean, mean)
+    parts = [(s**2, n - 1) for s, n in ((se_many, many.pairs), (se_one, one.pairs)) if s > 0.0]
+    df = max(1, math.floor(se**4 / sum(v**2 / d for v, d in parts)))
+    half = student_t_quantile(1.0 - alpha, df) * se
+    t = mean / se
+    # sd_log such that sd_log / sqrt(pairs) is the combined standard error (the noise a pair of this figure has)
+    return PairedEstimate(many.pairs, mean, se * math.sqrt(many.pairs), alpha, student_t_sf(t, df),
+                          student_t_sf(-t, df), mean - half, mean + half)
+
+
+def in_points(est: PairedEstimate, reference: float) -> PairedEstimate:
+    """A ratio-scale estimate of a higher-is-better fraction re-expressed in points of that fraction, given
+    B's value ``reference``: A's value is ``reference * exp(-d)``, so A worse by ``reference * (1 - exp(-d))``
+    (a monotone map: the test's p-values stay, the interval's bounds map through it)."""
+    def points(d: float) -> float:
+        return reference * (1.0 - math.exp(-d))
+
+    return PairedEstimate(est.pairs, points(est.mean_log), reference * est.sd_log, est.alpha, est.p_worse,
+                          est.p_better, points(est.ci_low_log), points(est.ci_high_log), "points")
+
+
 def threshold_logs(threshold_pct: float, scale: Scale = "ratio") -> tuple[float, float]:
     """The limits of a threshold on ``scale``: ``log(1 + t)`` for a regression, ``log(1 - t)`` for an
     improvement (minus infinity when the threshold is 100 % or more: nothing improves by all of it); on

@@ -11,7 +11,9 @@ from scipy import stats
 from pytest_dmlbench.paired.statistics import (
     SequentialRule,
     SingleReading,
+    difference_of,
     estimate,
+    in_points,
     is_clear,
     judge,
     log_ratios,
@@ -152,3 +154,34 @@ def test_fractions_are_judged_on_their_difference_in_percentage_points() -> None
                              0.01, "points")
     assert accuracy_drop is not None and accuracy_drop.mean_log == pytest.approx(0.10)
     assert accuracy_drop.detectable_pct() >= 0.0
+
+
+def test_a_quotient_of_two_paired_figures_carries_both_intervals() -> None:
+    rng = random.Random(7)
+    many_values = [0.2 + rng.gauss(0, 0.02) for _ in range(24)]  # the larger world: 22 % slower, tightly
+    one_values = [0.2 + rng.gauss(0, 0.15) for _ in range(6)]  # its one-rank base: as slow, noisily
+    many, one = estimate(many_values), estimate(one_values)
+    assert many is not None and one is not None
+    combined = difference_of(many, one)
+    assert combined.mean_log == pytest.approx(many.mean_log - one.mean_log)
+    se = math.hypot(many.sd_log / math.sqrt(24), one.sd_log / math.sqrt(6))
+    assert combined.sd_log / math.sqrt(combined.pairs) == pytest.approx(se)
+    # Welch-Satterthwaite: the base's 5 degrees of freedom dominate, so the interval is about as wide as its own
+    welch = stats.ttest_ind_from_stats(many.mean_log, many.sd_log, 24, one.mean_log, one.sd_log, 6, equal_var=False)
+    assert combined.p_worse == pytest.approx(welch.pvalue / 2 if welch.statistic > 0 else 1 - welch.pvalue / 2,
+                                             rel=0.25)
+    assert combined.ci_high_log - combined.ci_low_log > 3 * (many.ci_high_log - many.ci_low_log)
+    # the speedup is unchanged in truth: no verdict of change (negative control: the base taken as exact,
+    # the shift of the larger world alone reads as a 22 % change with p far below alpha)
+    assert judge(combined, 10.0) == "unchanged"
+    assert judge(many, 10.0) == "regression"
+
+
+def test_a_fraction_in_points_keeps_the_test_and_maps_the_interval() -> None:
+    est = estimate([math.log(2.0)] * 3 + [math.log(2.0) + 0.01])  # A's speedup about half of B's
+    assert est is not None
+    points = in_points(est, 0.9)  # B's efficiency 90 %
+    assert points.scale == "points" and points.p_worse == est.p_worse
+    assert points.mean_log == pytest.approx(0.9 * (1 - math.exp(-est.mean_log)))  # about 45 pp worse
+    assert points.ci_low_log < points.mean_log < points.ci_high_log
+    assert judge(points, 10.0) == "regression"
