@@ -47,6 +47,7 @@ from pytest_dmlbench.item_case import (
 )
 from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
 from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
+from pytest_dmlbench.progress import register as register_progress
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results_reporter import REPORT_ATTR, ResultsReporter
 from pytest_dmlbench.run_facts import RunFacts
@@ -183,6 +184,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[BUILDER_KEY] = CaseResultBuilder()
     if engine.reports:
         config.pluginmanager.register(ResultsReporter(config, settings, run), "dmlbench-results")
+        register_progress(config, config.stash[GATE_KEY])
     else:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

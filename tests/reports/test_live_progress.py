@@ -1,0 +1,150 @@
+"""Live progress: each case's headline figure as it finishes (before the summary, under xdist too), a sign
+of life within the paired gate's block pairs, and the end-of-run table within narrow terminals."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_dmlbench.gates.paired import CaseJudgement, PairedGate
+from pytest_dmlbench.paired.statistics import SequentialRule
+from pytest_dmlbench.progress import case_summary
+from pytest_dmlbench.results import CaseResult, MetricResult, Verdict
+from tests.conftest import run_pytest, write_files
+
+pytest_plugins = ["pytester"]
+
+CASES = """
+    import time
+    import pytest
+
+    def step():
+        time.sleep(0.01)
+
+    @pytest.mark.dmlbench(world_size=1)
+    @pytest.mark.parametrize("variant", ["a", "b"])
+    def test_step(dist, dmlbench, variant):
+        dmlbench.pedantic(step, rounds=5, warmup=1, samples_per_call=32)
+"""
+LINE = "dmlbench test_bench.py::test_step[[]{}]: throughput_samples_per_s * samples/s*"  # [[]: a literal [
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    write_files(tmp_path, **{"test_bench.py": CASES, "pytest.ini": "[pytest]\n"})
+    return tmp_path
+
+
+def _dmlbench_part(output: str) -> list[str]:
+    """The lines from the first case's progress line to the end of the table (pytest's header, which
+    names the temporary folder, and its closing line are pytest's)."""
+    lines = output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("dmlbench test_bench.py::"))
+    last = max(i for i, line in enumerate(lines) if " passed" not in line and not line.startswith("="))
+    return lines[first:last + 1]
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_each_case_prints_its_figure_as_it_finishes_and_every_line_fits(project: Path, columns: int) -> None:
+    run = run_pytest(project, "--dmlbench", COLUMNS=str(columns))
+    assert run.returncode == 0, run.output
+    run.lines.fnmatch_lines([LINE.format("a"), "*", "*test_bench.py .*", LINE.format("b"), "*= dmlbench =*"])
+    assert "\x1b[" not in run.output  # a plain log: no colour codes when not on a terminal
+    part = _dmlbench_part(run.output)
+    assert max(len(line) for line in part) <= columns, "\n".join(part)
+    assert any(line.startswith("no verdicts: no case had a baseline") for line in part)  # nothing to compare
+    # negative control: without --dmlbench the cases are skipped and print no figure
+    skipped = run_pytest(project, COLUMNS=str(columns))
+    assert skipped.returncode == 0 and "dmlbench test_bench.py::" not in skipped.output
+
+
+def test_each_case_prints_its_figure_under_xdist(project: Path) -> None:
+    run = run_pytest(project, "--dmlbench", "-n", "2", COLUMNS="80")
+    assert run.returncode == 0, run.output
+    progress = [i for i, line in enumerate(run.lines.lines) if line.startswith("dmlbench test_bench.py::")]
+    summary = next(i for i, line in enumerate(run.lines.lines) if "= dmlbench =" in line)
+    assert len(progress) == 2 and max(progress) < summary, run.output
+    assert max(len(line) for line in _dmlbench_part(run.output)) <= 80
+
+
+def _case(verdicts: list[Verdict], **extra: object) -> CaseResult:
+    case = CaseResult("t.py::test_x", {}, 2, "gloo", extra=dict(extra))
+    case.add(MetricResult.of("throughput_samples_per_s", [13974.3, 13000.0, 15731.0]))
+    case.add(MetricResult.of("peak_rss_mb", [1519.0]))
+    case.verdicts = verdicts
+    return case
+
+
+def _verdict(metric: str, kind: str, change: str) -> Verdict:
+    return Verdict(metric, kind, 1.0, 1.0, 1.0, 5.0, None, "", change=change)  # type: ignore[arg-type]
+
+
+def test_a_case_line_gives_the_headline_its_verdict_and_the_pairs_it_rested_on() -> None:
+    text, verdict = case_summary(_case([]))
+    assert text == "t.py::test_x: throughput_samples_per_s 13974 samples/s (IQR 1366, 3 round(s))"
+    assert verdict is None
+    judged = _case([_verdict("throughput_samples_per_s", "regression", "+9.3 % slower"),
+                    _verdict("peak_rss_mb", "regression", "+2.0 % larger")],
+                   paired={"pairs_per_stage": [6, 4], "seconds": 41.7})
+    text, verdict = case_summary(judged)
+    assert text.endswith("; REGRESSION +9.3 % slower (also REGRESSION: peak_rss_mb); block pairs 6+4 in 42 s")
+    assert verdict is not None and verdict.metric == "throughput_samples_per_s"
+
+
+PAIRS_CONFTEST = """
+    from pytest_dmlbench.progress import LiveProgress
+
+    NOW = [0.0]
+
+    def pytest_configure(config):
+        every = float(config.getini("every_s") or 10)
+        config.pluginmanager.register(LiveProgress(config, every_s=every, clock=lambda: NOW[0]), "progress")
+
+    def pytest_addoption(parser):
+        parser.addini("every_s", "interval")
+"""
+PAIRS_TEST = """
+    import conftest
+
+    def test_long_gate(request):
+        progress = request.config.pluginmanager.get_plugin("progress")
+        for pairs in range(1, 31):  # 30 pairs of 2 s each
+            conftest.NOW[0] += 2.0
+            progress.pairs_done(request.node.nodeid, pairs)
+"""
+
+
+@pytest.mark.parametrize(("every_s", "lines"), [(10, 6), (0, 30)])  # 0: the negative control, one per pair
+def test_the_gate_shows_pairs_done_without_flooding_the_log(pytester: pytest.Pytester, every_s: int,
+                                                            lines: int) -> None:
+    pytester.makeconftest(PAIRS_CONFTEST)
+    pytester.makepyfile(test_gate=PAIRS_TEST)
+    pytester.makeini(f"[pytest]\nevery_s = {every_s}\n")
+    result = pytester.runpytest("-p", "no:randomly", "-v")
+    result.assert_outcomes(passed=1)
+    said = [line for line in result.outlines if "block pairs so far" in line]
+    assert len(said) == lines, result.outlines
+    if every_s:
+        assert said[0] == "dmlbench test_gate.py::test_long_gate: 5 block pairs so far, 10 s"
+        assert said[-1].endswith(": 30 block pairs so far, 60 s")
+
+
+def test_the_paired_gate_reports_each_pair() -> None:
+    gate = PairedGate.__new__(PairedGate)  # no REF process: only the stage loop is exercised
+    gate.rule, gate.alpha = SequentialRule(), 0.01
+    gate.on_pair = None
+    stage_args = (SimpleNamespace(nodeid="t.py::test_x"), None, [], 5.0, [], time.monotonic(), CaseJudgement("x"))
+
+    def fake_pair(item: object, plan: object, stage: object, timed: object) -> dict[str, object]:
+        stage.a_first.append(True)  # type: ignore[attr-defined]
+        return {"a": {}, "b": {}}
+
+    gate._pair = fake_pair  # type: ignore[method-assign]
+    gate._run_stage(*stage_args)  # type: ignore[arg-type]  # negative control: nobody listening is fine
+    told: list[tuple[str, int]] = []
+    gate.on_pair = lambda nodeid, pairs: told.append((nodeid, pairs))
+    gate._run_stage(*stage_args)  # type: ignore[arg-type]
+    assert told == [("t.py::test_x", 1)]
