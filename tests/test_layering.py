@@ -24,7 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("world", "properties"),
     ("baseline",),
     ("case_results", "report", "results_reporter", "not_judged", "introspection", "cli", "__main__", "experiments",
-     "table", "envreport", "plots", "projection", "gates.stored", "stash_keys", "item_case", "paired"),
+     "table", "table_layout", "progress", "envreport", "plots", "projection", "gates.stored", "stash_keys",
+     "item_case", "paired"),
     ("gates", "plugin"),
 ]
 
