@@ -12,7 +12,7 @@ from pytest_dmlbench.results import RunResults
 
 __all__ = ["PlotsUnavailable", "Report", "render"]
 
-FAMILIES = ("scaling", "communication", "throughput", "bandwidth", "training", "trend")
+FAMILIES = ("scaling", "communication", "throughput", "bandwidth", "training", "rounds", "trend")
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,14 @@ def render(runs: Sequence[tuple[str, RunResults]], out: Path) -> Report:
     if not runs:
         raise ValueError("render needs at least one results file")
     pyplot()  # a clear PlotsUnavailable before anything is written
-    from pytest_dmlbench.plots import bandwidth, communication, scaling, throughput, training, trend
+    from pytest_dmlbench.plots import bandwidth, communication, rounds, scaling, throughput, training, trend
     from pytest_dmlbench.plots.html import write_html
 
     out.mkdir(parents=True, exist_ok=True)
     results = [run for _, run in runs]
     figures: list[Figure] = []
     skipped: list[Skipped] = []
-    for module in (scaling, communication, throughput, bandwidth, training, trend):
+    for module in (scaling, communication, throughput, bandwidth, training, rounds, trend):
         drawn = module.draw(results, out)
         if isinstance(drawn, Skipped):
             skipped.append(drawn)

@@ -5,7 +5,7 @@ matplotlib is an optional dependency (extra ``plots``); :func:`pyplot` says how 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,13 @@ class PlotsUnavailable(DmlbenchError):
 
 @dataclass(frozen=True)
 class Figure:
-    """One written PNG and what it shows."""
+    """One written PNG and what it shows; ``drawing`` is the closed matplotlib figure it was saved from
+    (its axes, lines and ticks can still be read)."""
 
     path: Path
     title: str
     caption: str
+    drawing: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def save(fig: Any, path: Path, title: str, caption: str) -> Figure:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI, format="png")
     pyplot().close(fig)
-    return Figure(path, title, caption)
+    return Figure(path, title, caption, fig)
 
 
 def chunks(items: list[Any], size: int = MAX_SERIES) -> list[list[Any]]:

@@ -27,7 +27,8 @@ from tests.conftest import run_pytest, write_files
 
 STORED = Path(__file__).parent / "data" / "results.json"
 SINGLE_RUN_FIGURES = {"scaling.png", "communication.png", "throughput.png", "loader-sweep.png", "bandwidth.png",
-                      "training.png"}
+                      "training.png", "rounds-busbw_gbps-1.png", "rounds-busbw_gbps-2.png", "rounds-memcpy_gbps.png",
+                      *(f"rounds-throughput_samples_per_s-{n}.png" for n in (1, 2, 3))}
 
 
 def drawn_share(path: Path) -> float:
@@ -143,6 +144,6 @@ def test_pytest_run_writes_plots_with_the_ini_option(tmp_path: Path) -> None:
     })
     result = run_pytest(tmp_path, "--dmlbench")
     assert result.returncode == 0, result.output
-    result.lines.fnmatch_lines(["dmlbench: 1 plot(s) and the report written to plots-out/report.html"])
+    result.lines.fnmatch_lines(["dmlbench: 2 plot(s) and the report written to plots-out/report.html"])  # and rounds
     check_png(tmp_path / "plots-out" / "throughput.png")
     assert "test_bench.py::test_step" in (tmp_path / "plots-out" / "report.html").read_text()
