@@ -1,8 +1,11 @@
 """Reading an experiment file: syntax, the file's shape, ``defaults:``, ``matrix:`` and every field.
 
 A file is ``{defaults: {...}, experiments: [{name: ..., ...}, ...]}`` in YAML or JSON. Each experiment is
-merged over ``defaults`` and expanded by its ``matrix``; every resulting run is validated. Any problem is
-an :class:`ExperimentFileError` whose message names the file, the experiment, the key and what is accepted.
+merged over ``defaults`` and expanded by its ``matrix``; every resulting run is validated. Problems are one
+:class:`ExperimentFileError` whose message names the file, then, for every problem of every experiment (a
+problem shared by several matrix combinations once), the experiment, the key and what is accepted, with a
+"did you mean" where a name is close to an accepted one. A file that cannot be parsed, or whose layout is
+wrong, stops at that first problem.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from pytest_dmlbench.experiments.fields import EXPERIMENT_KEYS, FILE_KEYS, MATRIX_KEY
 from pytest_dmlbench.experiments.matrix import expand
-from pytest_dmlbench.experiments.schema import Experiment, FieldProblem, validate
+from pytest_dmlbench.experiments.schema import Experiment, FieldProblem, FieldProblems, validate
 
 FILE_PATTERNS = ("dmlbench_*.yaml", "dmlbench_*.yml", "dmlbench_*.json")
 
@@ -62,10 +65,19 @@ def _file_problem(shown: str, text: str) -> ExperimentFileError:
     return ExperimentFileError(f"{shown}: {text}")
 
 
+def _problem_text(label: str, problem: FieldProblem) -> str:
+    return f"experiment {label}: key {problem.key!r}: {problem.text}; accepted: {problem.accepted}"
+
+
 def _experiment_problem(shown: str, label: str, problem: FieldProblem) -> ExperimentFileError:
-    return ExperimentFileError(
-        f"{shown}: experiment {label}: key {problem.key!r}: {problem.text}; accepted: {problem.accepted}"
-    )
+    return ExperimentFileError(f"{shown}: {_problem_text(label, problem)}")
+
+
+def _all_problems(shown: str, texts: list[str]) -> ExperimentFileError:
+    """One error for every problem: the one-line form for a single problem, a list for several."""
+    if len(texts) == 1:
+        return ExperimentFileError(f"{shown}: {texts[0]}")
+    return ExperimentFileError(f"{shown}: {len(texts)} problems:\n" + "\n".join(f"  {t}" for t in texts))
 
 
 def _sections(document: Any, shown: str) -> tuple[dict[str, Any], list[Any]]:
@@ -121,15 +133,41 @@ def load_file(path: Path, *, default_world_size: int, shown: str | None = None) 
     defaults, entries = _sections(read_document(path, shown), shown)
     runs: list[Experiment] = []
     seen: set[str] = set()
+    problems: list[str] = []  # of the file's layout and of whole experiments
+    by_combination: dict[tuple[str, str], list[str]] = {}  # (experiment, problem) -> combinations it occurs in
+    combinations: dict[str, int] = {}  # experiment -> how many combinations its matrix gives
     for index, entry in enumerate(entries):
-        for label, item_name, values, combination in _runs_of(entry, index, defaults, shown):
+        try:
+            expanded = _runs_of(entry, index, defaults, shown)
+        except ExperimentFileError as exc:
+            problems.append(str(exc).removeprefix(f"{shown}: "))
+            continue
+        for label, item_name, values, combination in expanded:
+            found: list[FieldProblem] = []
             if item_name in seen:
-                raise _experiment_problem(shown, label, FieldProblem(
-                    "name", "is used by another experiment of this file", "a name unique within the file"))
-            seen.add(item_name)
-            try:
-                runs.append(validate(values, name=item_name, source=shown, default_world_size=default_world_size,
-                                     base_dir=path.parent, combination=combination))
-            except FieldProblem as problem:
-                raise _experiment_problem(shown, label, problem) from None
+                found.append(FieldProblem("name", "is used by another experiment of this file",
+                                          "a name unique within the file"))
+            else:
+                seen.add(item_name)
+                try:
+                    runs.append(validate(values, name=item_name, source=shown,
+                                         default_world_size=default_world_size, base_dir=path.parent,
+                                         combination=combination))
+                except FieldProblems as invalid:
+                    found = invalid.problems
+            base = label.split(" [", 1)[0]
+            combinations[base] = len(expanded)
+            for problem in found:
+                by_combination.setdefault((base, _problem_text("", problem)), []).append(label)
+    for (base, text), labels in by_combination.items():
+        # a problem every combination shares is reported once, for the experiment
+        shared = len(labels) == combinations[base] and len(labels) > 1
+        problems.append(_relabel(text, base if shared else ", ".join(labels)))
+    if problems:
+        raise _all_problems(shown, problems)
     return runs
+
+
+def _relabel(text: str, label: str) -> str:
+    """``text`` (made with an empty label) for experiment ``label``."""
+    return text.replace("experiment : ", f"experiment {label}: ", 1)

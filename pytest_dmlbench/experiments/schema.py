@@ -6,9 +6,10 @@ adds the file and the experiment to it.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,21 @@ class FieldProblem(Exception):
         self.key = key
         self.text = text
         self.accepted = accepted
+
+
+class FieldProblems(FieldProblem):
+    """Every bad key of one experiment, in the order of its fields (read as a FieldProblem: the first)."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        first = problems[0]
+        super().__init__(first.key, first.text, first.accepted)
+        self.problems = problems
+
+
+def did_you_mean(word: str, choices: Any) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices``, or nothing when none is close."""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @dataclass(frozen=True)
@@ -100,7 +116,8 @@ def check_value(spec: Field, value: Any) -> Any:
             wanted = "a name" if spec.choices else _accepted(spec)
             raise FieldProblem(spec.name, f"{_describe(value)} is not {wanted}", _accepted(spec))
         if spec.choices and value not in spec.choices:
-            raise FieldProblem(spec.name, f"unknown {spec.name} {value!r}", _accepted(spec))
+            raise FieldProblem(spec.name, f"unknown {spec.name} {value!r}{did_you_mean(value, spec.choices)}",
+                               _accepted(spec))
         return value
     if spec.kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
@@ -133,11 +150,28 @@ def check_strategy(value: Any) -> tuple[str, dict[str, Any]]:
         raise FieldProblem("strategy", f"{name!r} cannot run as an experiment: {UNSUPPORTED_STRATEGIES[name]}",
                            ", ".join(STRATEGIES))
     if name not in STRATEGIES:
-        raise FieldProblem("strategy", f"unknown strategy {name!r}", ", ".join(STRATEGIES))
+        raise FieldProblem("strategy", f"unknown strategy {name!r}{did_you_mean(name, STRATEGIES)}",
+                           ", ".join(STRATEGIES))
     if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
         raise FieldProblem("strategy.options", f"{_describe(options)} is not a mapping of option names to values",
                            "a mapping such as {bucket_mb: 1} (the strategy's keyword arguments)")
+    accepted_options = strategy_option_names(name)
+    if accepted_options is not None:
+        unknown = sorted(k for k in options if k not in accepted_options)
+        if unknown:
+            hints = "".join(did_you_mean(k, accepted_options) for k in unknown[:1])
+            accepted = ", ".join(sorted(accepted_options)) or f"none: {name} takes no options"
+            listed = ", ".join(map(repr, unknown))
+            raise FieldProblem("strategy.options", f"unknown option(s) {listed} of strategy {name!r}{hints}", accepted)
     return name, dict(options)
+
+
+def strategy_option_names(name: str) -> frozenset[str] | None:
+    """The options an experiment may give strategy ``name`` (its keyword arguments, read from the strategy
+    itself); None when its factory takes arbitrary keywords, so none can be checked here."""
+    from pytest_dmlbench.strategies.options import option_names
+
+    return option_names(name)
 
 
 def _data_dir(values: Mapping[str, Any], base_dir: Path) -> str | None:
@@ -171,32 +205,45 @@ def _check_shards(strategy: str, world_size: int, batch_size: int) -> None:
 
 def validate(raw: Mapping[str, Any], *, name: str, source: str, default_world_size: int, base_dir: Path,
              combination: Mapping[str, Any] | None = None) -> Experiment:
-    """Check every key of one (merged, matrix-expanded) experiment and fill in the defaults."""
-    unknown = [str(k) for k in raw if k not in FIELDS]
-    if unknown:
-        raise FieldProblem(unknown[0], "unknown key", ", ".join(FIELDS))
-    for spec in FIELDS.values():
-        if spec.required and raw.get(spec.name) is None:
-            raise FieldProblem(spec.name, "is required", _accepted(spec))
+    """Check every key of one (merged, matrix-expanded) experiment and fill in the defaults; raises
+    :class:`FieldProblems` with every problem found (a check that needs a bad key's value is left out)."""
+    problems: list[FieldProblem] = []
+
+    def checked(check: Callable[[], Any]) -> Any:
+        try:
+            return check()
+        except FieldProblem as problem:
+            problems.append(problem)
+            return None
+
+    for key in (str(k) for k in raw if k not in FIELDS):
+        problems.append(FieldProblem(key, f"unknown key{did_you_mean(key, FIELDS)}", ", ".join(FIELDS)))
     values: dict[str, Any] = {}
     for spec in FIELDS.values():
         value = raw.get(spec.name)
-        if spec.kind == "strategy" or spec.name == "data_dir":
-            continue
-        values[spec.name] = spec.default if value is None else check_value(spec, value)
-    strategy, options = check_strategy(raw.get("strategy", FIELDS["strategy"].default))
-    model, dataset = values["model"], values["dataset"]
-    if dataset not in MODEL_DATASETS[model]:
-        raise FieldProblem("dataset", f"{dataset!r} does not fit model {model!r}", ", ".join(MODEL_DATASETS[model]))
-    data_dir = _data_dir({**values, "data_dir": raw.get("data_dir")}, base_dir)
-    world_size = default_world_size if values["world_size"] is None else values["world_size"]
-    _check_shards(strategy, world_size, values["batch_size"])
-    if values["min_accuracy"] is not None and values["eval_batches"] == 0:
-        raise FieldProblem("min_accuracy", "needs held-out data, but eval_batches is 0",
-                           "eval_batches >= 1 together with min_accuracy")
-    if not NAME_PATTERN.match(values["name"]):
-        raise FieldProblem("name", f"{values['name']!r} has characters a test id cannot carry",
-                           "letters, digits and _ . + -")
+        if spec.required and value is None:
+            problems.append(FieldProblem(spec.name, "is required", _accepted(spec)))
+        elif spec.kind != "strategy" and spec.name != "data_dir":
+            values[spec.name] = spec.default if value is None else checked(lambda s=spec, v=value: check_value(s, v))
+    strategy_and_options = checked(lambda: check_strategy(raw.get("strategy", FIELDS["strategy"].default)))
+    model, dataset = values.get("model"), values.get("dataset")
+    if model is not None and dataset is not None and dataset not in MODEL_DATASETS[model]:
+        problems.append(FieldProblem("dataset", f"{dataset!r} does not fit model {model!r}",
+                                     ", ".join(MODEL_DATASETS[model])))
+    data_dir = (checked(lambda: _data_dir({**values, "data_dir": raw.get("data_dir")}, base_dir))
+                if dataset is not None else None)
+    world_size = default_world_size if values.get("world_size") is None else values["world_size"]
+    if strategy_and_options is not None and values.get("batch_size") is not None:
+        checked(lambda: _check_shards(strategy_and_options[0], world_size, values["batch_size"]))
+    if values.get("min_accuracy") is not None and values.get("eval_batches") == 0:
+        problems.append(FieldProblem("min_accuracy", "needs held-out data, but eval_batches is 0",
+                                     "eval_batches >= 1 together with min_accuracy"))
+    if values.get("name") is not None and not NAME_PATTERN.match(values["name"]):
+        problems.append(FieldProblem("name", f"{values['name']!r} has characters a test id cannot carry",
+                                     "letters, digits and _ . + -"))
+    if problems:
+        raise FieldProblems(problems)
+    strategy, options = strategy_and_options
     del values["name"], values["world_size"]
     return Experiment(name=name, source=source, strategy=strategy, strategy_options=options, data_dir=data_dir,
                       world_size=world_size, combination=dict(combination or {}), **values)

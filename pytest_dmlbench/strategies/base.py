@@ -212,12 +212,8 @@ def available() -> list[str]:
     return sorted(set(_REGISTRY) | set(_LAZY_MODULES))
 
 
-def build(name: str, model: nn.Module, *, lr: float, momentum: float = 0.0, **options: Any) -> Strategy:
-    """Build strategy ``name`` around ``model`` (collective: call it on every rank).
-
-    ``options`` are the strategy's own (e.g. ``bucket_mb`` for ``bucketed``, ``period`` for ``local_sgd``)
-    plus ``communicate=False`` for the no-communication twin and ``device=`` to override the device.
-    """
+def factory_for(name: str) -> StrategyFactory:
+    """The registered factory of strategy ``name``, importing its module on first use."""
     if name not in _REGISTRY and name in _LAZY_MODULES:
         module = _LAZY_MODULES[name]
         try:
@@ -229,7 +225,16 @@ def build(name: str, model: nn.Module, *, lr: float, momentum: float = 0.0, **op
     factory = _REGISTRY.get(name)
     if factory is None:
         raise ConfigError(f"unknown strategy {name!r}; available: {', '.join(available())}")
-    strategy = factory(model, lr=lr, momentum=momentum, **options)
+    return factory
+
+
+def build(name: str, model: nn.Module, *, lr: float, momentum: float = 0.0, **options: Any) -> Strategy:
+    """Build strategy ``name`` around ``model`` (collective: call it on every rank).
+
+    ``options`` are the strategy's own (e.g. ``bucket_mb`` for ``bucketed``, ``period`` for ``local_sgd``)
+    plus ``communicate=False`` for the no-communication twin and ``device=`` to override the device.
+    """
+    strategy = factory_for(name)(model, lr=lr, momentum=momentum, **options)
     if not isinstance(strategy, Strategy):
         raise ConfigError(f"strategy factory for {name!r} returned {type(strategy).__name__}, not a Strategy")
     strategy.build_options = {k: v for k, v in options.items() if k not in ("communicate", "device")}

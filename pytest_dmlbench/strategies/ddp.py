@@ -106,6 +106,7 @@ class PowerSGDStrategy(DDPStrategy):
     """DDP with ``powerSGD_hook`` (low-rank gradient compression)."""
 
     name = "powersgd"
+    hook_options_from = "_build_powersgd"  # its parameters are this strategy's options (strategies.options)
 
     def _register_hook(self, **hook_options: Any) -> None:
         """Options: ``matrix_rank`` (1), ``start_iter`` (2), ``error_feedback`` (True), ``warm_start`` (True),

@@ -17,9 +17,10 @@ ALL_FIELDS = "name, " + DEFAULTS_FIELDS
 # (id, file name, file text, the exact collection error; {folder} is the file's folder)
 BAD_FILES = [
     ('unknown_key', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: cnn, modle: x}\n',
-     ("dmlbench_a.yaml: experiment 'a': key 'modle': unknown key; accepted: ") + ALL_FIELDS),
+     ("dmlbench_a.yaml: experiment 'a': key 'modle': unknown key (did you mean 'model'?); accepted: ") + ALL_FIELDS),
     ('unknown_model', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: resnet5}\n',
-     "dmlbench_a.yaml: experiment 'a': key 'model': unknown model 'resnet5'; accepted: bn_cnn, "
+     "dmlbench_a.yaml: experiment 'a': key 'model': unknown model 'resnet5' (did you mean 'resnet50'?); "
+     "accepted: bn_cnn, "
      'cnn, mlp, resnet18, resnet50, transformer, unet'),
     ('wrong_type', 'dmlbench_a.yaml', "experiments:\n  - {name: a, model: cnn, batch_size: '32'}\n",
      "dmlbench_a.yaml: experiment 'a': key 'batch_size': '32' (a str) is not a whole number; "
@@ -195,3 +196,35 @@ def test_file_names_collected(name: str, collected: bool) -> None:
     from pytest_dmlbench.experiments import is_experiment_file
 
     assert is_experiment_file(Path(name)) is collected
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "dmlbench_many.yaml"
+    path.write_text("experiments:\n"
+                    "  - {name: a, model: resnet5, epochs: 0}\n"
+                    "  - {name: b, model: mlp, strategy: {name: bucketed, options: {bucket_mbb: 1}}}\n"
+                    "  - name: c\n    model: mlp\n    lr: -1\n    matrix: {world_size: [1, 2]}\n")
+    with pytest.raises(ExperimentFileError) as error:
+        load_file(path, default_world_size=2, shown=path.name)
+    assert str(error.value).splitlines() == [
+        "dmlbench_many.yaml: 4 problems:",
+        "  experiment 'a': key 'model': unknown model 'resnet5' (did you mean 'resnet50'?); accepted: bn_cnn, cnn, "
+        "mlp, resnet18, resnet50, transformer, unet",
+        "  experiment 'a': key 'epochs': 0 is out of range; accepted: a whole number >= 1",
+        "  experiment 'b': key 'strategy.options': unknown option(s) 'bucket_mbb' of strategy 'bucketed' (did you "
+        "mean 'bucket_mb'?); accepted: broadcast_buffers, bucket_mb",
+        # shared by both combinations of the matrix: once, for the experiment
+        "  experiment 'c': key 'lr': -1.0 is out of range; accepted: a number > 0",
+    ]
+
+
+def test_a_strategy_option_is_checked_against_the_strategy_s_own_parameters(tmp_path: Path) -> None:
+    path = tmp_path / "dmlbench_o.yaml"
+    path.write_text("experiments:\n  - {name: p, model: mlp, strategy: {name: powersgd, options: {matrix_rank: 2}}}\n"
+                    "  - {name: l, model: mlp, strategy: {name: local_sgd, options: {period: 4}}}\n")
+    assert [e.strategy_options for e in load_file(path, default_world_size=2)] == [{"matrix_rank": 2}, {"period": 4}]
+    # negative control: an option the strategy lacks (it would have reached the ranks as a TypeError)
+    path.write_text("experiments:\n  - {name: l, model: mlp, strategy: {name: local_sgd, options: {periods: 4}}}\n")
+    with pytest.raises(ExperimentFileError, match=r"unknown option\(s\) 'periods' of strategy 'local_sgd' "
+                                                  r"\(did you mean 'period'\?\); accepted: period$"):
+        load_file(path, default_world_size=2)
