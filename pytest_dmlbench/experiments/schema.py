@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,7 @@ def validate(raw: Mapping[str, Any], *, name: str, source: str, default_world_si
         if spec.required and value is None:
             problems.append(FieldProblem(spec.name, "is required", _accepted(spec)))
         elif spec.kind != "strategy" and spec.name != "data_dir":
-            values[spec.name] = spec.default if value is None else checked(lambda s=spec, v=value: check_value(s, v))
+            values[spec.name] = spec.default if value is None else checked(partial(check_value, spec, value))
     strategy_and_options = checked(lambda: check_strategy(raw.get("strategy", FIELDS["strategy"].default)))
     model, dataset = values.get("model"), values.get("dataset")
     if model is not None and dataset is not None and dataset not in MODEL_DATASETS[model]:
