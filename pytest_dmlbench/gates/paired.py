@@ -80,6 +80,12 @@ class Stage:
         values, _ = pair_values(self.a[name], self.b[name], better, scale)
         return estimate(values, alpha, scale)
 
+    def record(self) -> dict[str, Any]:
+        """The stage's raw evidence for the results file: per pair, which side ran first, and per metric A's
+        and B's block medians (so a decision can be replayed, or re-made with another rule)."""
+        return {"a_first": list(self.a_first), "a": {k: list(v) for k, v in self.a.items()},
+                "b": {k: list(v) for k, v in self.b.items()}}
+
 
 class BlockFailed(Exception):
     """A block did not pass on one side; the message says which and why."""
@@ -92,6 +98,7 @@ class CaseJudgement:
     nodeid: str
     verdicts: list[Verdict] = field(default_factory=list)
     stages: list[int] = field(default_factory=list)  # pairs per stage
+    block_medians: list[dict[str, Any]] = field(default_factory=list)  # per stage: A's and B's, for replay
     plan: BlockPlan | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -210,6 +217,7 @@ class PairedGate:
             "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": plan.rounds,
             "block_iterations": plan.iterations, "pairs_per_stage": judgement.stages, "notes": judgement.notes,
             "seconds": judgement.seconds, "budget_s": judgement.budget_s, "budget_spent": judgement.budget_spent,
+            "block_medians": judgement.block_medians,
         }}
         return GateDecision(list(judgement.verdicts), extra=extra, problem=problem)
 
@@ -255,6 +263,7 @@ class PairedGate:
         judgement.budget_s = self.budget_s if item.pair_budget_s is None else item.pair_budget_s
         first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement)
         judgement.stages.append(first.pairs)
+        judgement.block_medians.append(first.record())
         kinds = {t.name: self._kind(first, t, threshold) for t in timed}
         would_fail = failing_kinds(self.settings.fail_on_improvement)
         flagged = [t for t in timed if kinds[t.name] in would_fail]  # only a change that would fail is confirmed
@@ -262,6 +271,7 @@ class PairedGate:
         if flagged and self.rule.confirm:
             confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement)
             judgement.stages.append(confirm.pairs)
+            judgement.block_medians.append(confirm.record())
         verdicts = [self._timed_verdict(item, case.metrics[t.name], t, kinds[t.name], first,
                                         confirm if t in flagged else None, threshold, judgement)
                     for t in timed]

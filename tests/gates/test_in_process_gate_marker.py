@@ -47,6 +47,12 @@ def test_the_marker_s_threshold_applies_to_in_process_figures(tmp_path: Path) ->
     tolerant = cases["test_tolerant"]
     assert [v["kind"] for v in tolerant["verdicts"]] == ["unchanged"], tolerant  # x2 is within 300 %
     assert "threshold 300 %" in tolerant["verdicts"][0]["message"] and tolerant["extra"]["paired"]["budget_s"] == 30
+    # the raw evidence is kept for replay: per stage, who ran first and A's and B's block medians
+    paired = tolerant["extra"]["paired"]
+    stages = paired["block_medians"]
+    assert [len(stage["a_first"]) for stage in stages] == paired["pairs_per_stage"]
+    assert len(stages[0]["a"]["dispatch_overhead_s"]) == len(stages[0]["b"]["dispatch_overhead_s"]) == len(
+        stages[0]["a_first"])
     # negative control: the same slowdown under the run's 10 % threshold fails
     assert [v["kind"] for v in cases["test_default"]["verdicts"]] == ["regression"], cases["test_default"]
 
