@@ -113,6 +113,7 @@ class DmlbenchConfig:
     ray_spread: bool = False  # Ray launcher: spread a world's ranks across nodes
     fail_on_inconclusive: bool = False  # an item with a figure no test could judge fails
     pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
+    smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,11 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     against = _value(config, "dmlbench_against")
     launcher = _value(config, "dmlbench_launcher")
     budget = _value(config, "dmlbench_pair_budget")
+    smoke = bool(_value(config, "dmlbench_smoke"))
+    if smoke and (against is not None or _value(config, "dmlbench_save")):
+        raise ConfigError("--dmlbench-smoke runs every measurement once, so there is nothing to "
+                          f"{'compare with REF' if against is not None else 'save'}: drop --dmlbench-smoke, or "
+                          f"{'--dmlbench-against' if against is not None else '--dmlbench-save'}")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -212,7 +218,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         timeout_s=DEFAULT_TIMEOUT_S if timeout is None else parse_positive_seconds(timeout),
         threshold_pct=DEFAULT_THRESHOLD_PCT if threshold is None else parse_threshold(threshold),
         save=bool(_value(config, "dmlbench_save")),
-        compare=not bool(_value(config, "dmlbench_no_compare")) and against is None,
+        compare=not bool(_value(config, "dmlbench_no_compare")) and against is None and not smoke,
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",
         json_path=Path(json_path) if json_path else None,
         fail_on_improvement=bool(_value(config, "dmlbench_fail_on_improvement")),
@@ -224,4 +230,5 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         fail_on_inconclusive=bool(_value(config, "dmlbench_fail_on_inconclusive")),
         pair_budget_s=(DEFAULT_PAIR_BUDGET_S if budget is None
                        else parse_positive_seconds(budget, "--dmlbench-pair-budget")),
+        smoke=smoke,
     )

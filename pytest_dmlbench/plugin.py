@@ -45,7 +45,7 @@ from pytest_dmlbench.item_case import (
     run_block,
     run_in_process_block,
 )
-from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
+from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, SMOKE_BUDGET, BlockBudget
 from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
 from pytest_dmlbench.progress import register as register_progress
 from pytest_dmlbench.results import CaseResult
@@ -108,6 +108,9 @@ _FLAGS: list[tuple[str, str, str]] = [
      "with --dmlbench-launcher ray: place a world's ranks on different nodes (SPREAD) instead of packing them"),
     ("--dmlbench-fail-on-improvement", "dmlbench_fail_on_improvement",
      "also fail cases that improved beyond the threshold (catches stale baselines)"),
+    ("--dmlbench-smoke", "dmlbench_smoke",
+     "run every case once, each measurement for one round, and judge and save nothing: checks that the "
+     "suite runs, in a fraction of its time"),
     ("--dmlbench-fail-on-inconclusive", "dmlbench_fail_on_inconclusive",
      "also fail cases with a figure no test could judge (too few rounds, one reading, no saved run-to-run "
      "noise, figures REF cannot re-measure)"),
@@ -200,7 +203,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         engine.close()
 
 
+SMOKE_NOTE = ("dmlbench: smoke run (--dmlbench-smoke): every case ran, each measurement for one round; "
+              "the figures are not judged or saved")
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    settings = config.stash.get(CONFIG_KEY, None)
+    if settings is not None and settings.enabled and settings.smoke:
+        terminalreporter.write_line(SMOKE_NOTE)
     gate = config.stash.get(GATE_KEY, None)
     lines = gate.summary_lines() if gate is not None else []
     if lines:
@@ -322,7 +332,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     backend = pyfuncitem.stash[BACKEND_KEY]
     # under the paired gate a short calibration run: the gate measures its block pairs after it
     paired = pyfuncitem.config.stash[CONFIG_KEY].against is not None
-    case = prepared_case(pyfuncitem, CALIBRATION_BUDGET if paired else None)
+    settings_of_run = pyfuncitem.config.stash[CONFIG_KEY]
+    case = prepared_case(pyfuncitem, SMOKE_BUDGET if settings_of_run.smoke else CALIBRATION_BUDGET if paired else None)
     try:
         run = pyfuncitem.config.stash[ENGINE_KEY].run(case)
     except CaseNotRunnable as exc:
@@ -486,5 +497,7 @@ def dmlbench_metrics(request: pytest.FixtureRequest) -> LocalMetrics:
         request.node.dmlbench_local_run = (1, "local", threshold)
         request.node.dmlbench_pair_budget = budget
     metrics = LocalMetrics()
+    if request.config.stash[CONFIG_KEY].smoke:
+        metrics.block = SMOKE_BUDGET  # a body that follows the block runs its shortest form
     request.node.stash[LOCAL_METRICS_KEY] = metrics
     return metrics

@@ -87,6 +87,13 @@ CALIBRATION_BUDGET = BlockBudget(rounds=10, warmup=2, whole_experiment=True)
 """The ordinary run of a case under the paired gate: it checks the case and sizes the blocks from its step
 time; the verdict's evidence is the block pairs measured after it, so it needs no long measurement."""
 
+SMOKE_BUDGET = BlockBudget(rounds=1, warmup=0)
+"""``--dmlbench-smoke``: every measurement of a case runs one round (a collective its few), an experiment one
+step, so the whole suite's bodies run quickly and nothing is measured to judge."""
+
+"""The ordinary run of a case under the paired gate: it checks the case and sizes the blocks from its step
+time; the verdict's evidence is the block pairs measured after it, so it needs no long measurement."""
+
 
 class RankSync:
     """The per-round synchronising ``all_reduce(MAX)`` of this rank in ``group`` (default: the world)."""
