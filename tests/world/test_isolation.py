@@ -146,7 +146,7 @@ DESTROYS = """
 
     @pytest.mark.dmlbench(world_size=2)
     def test_1_destroys_the_default_group(dist):
-        td.destroy_process_group()
+        td.destroy_process_group.__wrapped__()  # torch's own: the one a case calls keeps the world's group
 
     @pytest.mark.dmlbench(world_size=2)
     def test_2_innocent(dist):
