@@ -158,12 +158,26 @@ def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
     return ForkedEngine(facts)
 
 
+def _check_outputs(settings: DmlbenchConfig) -> None:
+    """Every path the run will write is checked now, before any case runs."""
+    from pytest_dmlbench.output_paths import check_file_target, check_folder_target
+
+    if settings.json_path is not None:
+        check_file_target(settings.json_path, "--dmlbench-json")
+    if settings.plots_dir is not None:
+        check_folder_target(settings.plots_dir, "--dmlbench-plots")
+    if settings.save:
+        check_folder_target(settings.baseline_dir, "--dmlbench-save into --dmlbench-baseline-dir")
+
+
 @pytest.hookimpl(trylast=True)  # after the terminal reporter exists, so a non-reporting rank can mute it
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
     config.addinivalue_line("markers", GATE_MARKER_DOC)
     try:
         settings = build_config(config)
+        if settings.enabled:
+            _check_outputs(settings)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONFIG_KEY] = settings
