@@ -1,5 +1,6 @@
-"""``report.html``: every figure embedded as base64 PNG, the verdict table and the machine, in one file
-that opens from disk without a server."""
+"""``report.html``, in one file that opens from disk without a server: a summary banner and the notable
+verdicts first (what a reader must act on fits the first screen), then every figure embedded as base64 PNG,
+the table of every figure's verdict and the machine."""
 
 from __future__ import annotations
 
@@ -9,17 +10,34 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_dmlbench.plots.figure import Figure, Skipped
-from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, RunResults
+from pytest_dmlbench.plots.machine_html import machine_table
+from pytest_dmlbench.plots.verdict_html import banner, verdict_list
+from pytest_dmlbench.results import RunResults
 from pytest_dmlbench.table import UNITS_NOTE, change_cell, metric_cells, ordered_cases, verdict_cell
 
 STYLE = """
-body { font-family: sans-serif; margin: 2em; max-width: 1100px; }
+body { font-family: sans-serif; margin: 1.5em 2em; max-width: 1100px; }
+h1 { margin: 0 0 0.4em; font-size: 1.5em; }
 table { border-collapse: collapse; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
 td.num { text-align: right; white-space: nowrap; }
 tr.regression td { background: #fdd; } tr.improvement td { background: #dfd; }
+tr.inconclusive td { background: #fec; }
 figure { margin: 1.5em 0; } figcaption { color: #444; font-size: 0.9em; }
-code { word-break: break-all; }
+img { max-width: 100%; height: auto; }
+code { overflow-wrap: anywhere; }
+.banner { border-left: 8px solid #888; background: #f4f4f4; padding: 0.4em 1em; margin-bottom: 1em; }
+.banner p { margin: 0.3em 0; } .banner .headline { font-size: 1.3em; font-weight: bold; }
+.banner.bad { border-color: #c00; background: #fee; } .banner.warn { border-color: #d80; background: #fff4e0; }
+.banner.good { border-color: #080; background: #efe; }
+ul.notable { padding-left: 1.2em; } ul.notable li { margin: 0.2em 0; }
+.kind { font-weight: bold; text-transform: uppercase; font-size: 0.85em; }
+li.regression .kind, section.regression h3 { color: #b00; } li.inconclusive .kind { color: #a60; }
+li.improvement .kind { color: #070; }
+section.verdict h3 { font-size: 1em; margin: 1em 0 0.3em; }
+.message { white-space: pre-wrap; overflow-wrap: anywhere; font-family: monospace; font-size: 0.85em;
+           background: #f7f7f7; border: 1px solid #ddd; padding: 0.5em; }
+table.machine th { font-weight: normal; color: #444; }
 """
 
 
@@ -53,37 +71,21 @@ def verdict_table(run: RunResults) -> str:
     return "<table>" + "\n".join(rows) + "</table>"
 
 
-def machine_table(run: RunResults) -> str:
-    rows = [f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
-            for k, v in run.machine.items()]
-    return "<table>" + "\n".join(rows) + "</table>"
-
-
 def write_html(path: Path, sources: Sequence[str], runs: Sequence[RunResults], figures: Sequence[Figure],
                skipped: Sequence[Skipped]) -> Path:
-    """Write the report; the verdict table and machine are the latest run's."""
+    """Write the report; the banner, verdicts and machine are the latest run's."""
     run = runs[-1]
-    kinds = [v.kind for case in run.cases for v in case.verdicts]
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in VERDICT_KINDS
-                       if kinds.count(k)) or "not compared with a baseline"
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>pytest-dmlbench report</title>", f"<style>{STYLE}</style></head><body>",
-        "<h1>pytest-dmlbench report</h1>",
-        "<p>Results: " + ", ".join(f"<code>{html.escape(s)}</code>" for s in sources)
-        + f" (latest created {html.escape(run.created or 'unknown')}); {len(run.cases)} cases; "
-        f"verdicts: {html.escape(counts)}.</p>",
+        "<h1>pytest-dmlbench report</h1>", banner(list(sources), run), verdict_list(run),
         "<h2>Figures</h2>", *(_image(f) for f in figures),
     ]
     if skipped:
         parts.append("<p>Not drawn:</p><ul>" + "".join(
             f"<li>{html.escape(s.family)}: {html.escape(s.reason)}</li>" for s in skipped) + "</ul>")
-    parts += ["<h2>Cases and verdicts</h2>", f"<p>{html.escape(UNITS_NOTE)}</p>", verdict_table(run)]
-    messages = [(c.nodeid, v) for c in ordered_cases(run) for v in c.verdicts
-                if v.kind in NOTABLE_KINDS]
-    for nodeid, verdict in messages:
-        parts.append(f"<h3>{html.escape(verdict.kind)}: <code>{html.escape(nodeid)}</code> "
-                     f"{html.escape(verdict.metric)}</h3><pre>{html.escape(verdict.message)}</pre>")
-    parts += ["<h2>Machine</h2>", machine_table(run), "</body></html>"]
+    parts += ["<h2>Cases and verdicts</h2>", f"<p>{html.escape(UNITS_NOTE)}</p>", verdict_table(run),
+              "<h2>Machine</h2>", machine_table(run.machine), "</body></html>"]
     path.write_text("\n".join(parts), encoding="utf-8")
     return path

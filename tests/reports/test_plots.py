@@ -85,7 +85,7 @@ def test_report_html_embeds_every_plot_and_the_verdict_table(rendered: Path) -> 
     results = read_results(STORED)
     for case in results.cases:
         assert case.nodeid in page
-    assert "<th>verdict</th>" in page and "SI bytes (1 MB = 10^6 B)" in page and "cpu_model" in page
+    assert "<th>verdict</th>" in page and "SI bytes (1 MB = 10^6 B)" in page and "<th>CPU</th><td>AMD EPYC</td>" in page
 
 
 def test_trend_marks_the_verdicts_of_a_later_run(tmp_path: Path) -> None:
