@@ -8,13 +8,14 @@ Exit codes: 0 no regression, 1 at least one regression (or improvement with ``--
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from pytest_dmlbench.baseline.between_runs import MIN_RUNS
-from pytest_dmlbench.baseline.compare import DEFAULT_ALPHA, CompareSettings, compare_case
+from pytest_dmlbench.baseline.compare import CompareSettings, compare_case
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import refresh_template
 from pytest_dmlbench.baseline.jsonio import read_results
@@ -36,6 +37,7 @@ from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.plots import command as plot_command
 from pytest_dmlbench.report import write_results
 from pytest_dmlbench.results import RunResults
+from pytest_dmlbench.student_t import DEFAULT_ALPHA
 from pytest_dmlbench.table_layout import terminal_table, terminal_width, wrap_text
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
@@ -124,6 +126,12 @@ def _compare(args: argparse.Namespace) -> int:
     settings = CompareSettings(threshold_pct=args.threshold, alpha=args.alpha, min_runs=args.min_runs)
     current = _read_file(Path(args.results))
     label, baseline = load_baseline_for(Path(args.baseline), current, Path(args.results))
+    shared = {c.nodeid for c in current.cases} & {c.nodeid for c in baseline.cases}
+    if current.cases and baseline.cases and not shared:
+        raise DmlbenchError(
+            f"nothing to compare: no case of {args.results} ({len(current.cases)} cases, e.g. "
+            f"{current.cases[0].nodeid}) is in {label} ({len(baseline.cases)} cases, e.g. {baseline.cases[0].nodeid}); "
+            "compare results of the same suite, run from the same rootdir")
     compared = compare_with_refresh(baseline, current, settings, baselines_root(Path(args.baseline)),
                                     Path(args.results))
     width = terminal_width()
@@ -244,3 +252,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DmlbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader went away (`show -v | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
+        return EXIT_OK

@@ -105,6 +105,10 @@ def read_results(path: Path, fix: str,
         raise fail(f"is not valid JSON ({exc}); it may be truncated or corrupt") from exc
     if not isinstance(document, dict):
         raise fail(f"holds a JSON {type(document).__name__}, expected an object with 'schema' and 'cases'")
+    if "schema" not in document and "cases" not in document:
+        keys = ", ".join(sorted(map(str, document))[:6]) or "none"
+        raise fail(f"is not a pytest-dmlbench results or baseline file: it has neither 'schema' nor 'cases' "
+                   f"(its keys: {keys})")
     schema = document.get("schema")
     if type(schema) is int and schema in OLDER_SCHEMAS:  # not True, which equals 1
         advice = older_fix(path, document) if older_fix is not None else fix

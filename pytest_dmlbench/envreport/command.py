@@ -9,6 +9,17 @@ from typing import Any
 EXIT_OK, EXIT_CHECK_FAILED = 0, 1
 
 
+def _seconds(text: str) -> float:
+    """The plugin's own rule for seconds (``parse_positive_seconds``), reported the argparse way."""
+    from pytest_dmlbench.config import parse_positive_seconds
+    from pytest_dmlbench.errors import ConfigError
+
+    try:
+        return parse_positive_seconds(text, "--timeout")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from pytest_dmlbench.envreport import environment_report
     from pytest_dmlbench.envreport.text import render_text
@@ -26,6 +37,6 @@ def register(commands: Any) -> None:
         "check a 2-rank gloo world (exit 1 when that check fails)")
     env.add_argument("--json", action="store_true", help="print the report as JSON")
     env.add_argument("--no-live", action="store_true", help="skip the live 2-rank gloo check")
-    env.add_argument("--timeout", type=float, default=60.0, metavar="S",
+    env.add_argument("--timeout", type=_seconds, default=60.0, metavar="S",
                      help="seconds the live check may take (default 60)")
     env.set_defaults(handler=_run)

@@ -262,3 +262,41 @@ def test_results_file_of_schema_1_exits_2_with_the_command_that_writes_it_anew(
     assert (f"Write the results anew with this version: pytest --dmlbench --world-size 4 --dmlbench-backend gloo "
             f"--dmlbench-json {files['same']}") in proc.stderr
     assert files["same"].read_bytes() == old
+
+
+def test_compare_of_files_with_no_case_in_common_exits_2_naming_both(files: dict[str, Path], tmp_path: Path) -> None:
+    elsewhere = make_run([make_case("bench_cases/test_other.py::test_x", 0.010, seed=3)])
+    write_results(tmp_path / "elsewhere.json", elsewhere)
+    proc = run_cli("compare", files["baseline"], tmp_path / "elsewhere.json", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert "nothing to compare: no case of" in proc.stderr and "test_other.py::test_x" in proc.stderr
+    assert NODE_A in proc.stderr and "Traceback" not in proc.stderr
+    # negative control: one case in common is enough to compare
+    assert run_cli("compare", files["baseline"], files["same"], cwd=tmp_path).returncode == 0
+
+
+def test_show_of_a_json_file_that_is_not_dmlbench_s_says_so(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text('{"name": "x", "version": "1.0"}')
+    proc = run_cli("show", tmp_path / "package.json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert ("is not a pytest-dmlbench results or baseline file: it has neither 'schema' nor 'cases' "
+            "(its keys: name, version)") in proc.stderr
+    assert "schema None" not in proc.stderr
+
+
+def test_show_into_a_closed_pipe_stops_quietly(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # far more than a pipe's buffer (64 kB), so the CLI is still writing when head has gone
+    many = make_run([make_case(f"bench_cases/test_many.py::test_step[{i}]", 0.010, seed=i) for i in range(400)])
+    write_results(tmp_path / "many.json", many)
+    # `show -v | head -1`: head exits after one line, the CLI's later writes meet a closed pipe
+    proc = subprocess.run(f"{sys.executable} -m pytest_dmlbench show -v many.json | head -1",
+                          shell=True, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.stdout.count("\n") == 1
+    assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_env_refuses_a_timeout_that_is_not_positive_seconds(tmp_path: Path, value: str) -> None:
+    proc = run_cli("env", "--no-live", "--timeout", value, cwd=tmp_path)
+    assert proc.returncode == 2 and "--timeout" in proc.stderr, proc.stderr
