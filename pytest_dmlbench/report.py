@@ -13,15 +13,18 @@ from tabulate import tabulate
 
 from pytest_dmlbench.baseline.jsonio import read_results as _read_results
 from pytest_dmlbench.baseline.jsonio import write_results
-from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, RunResults, Verdict
+from pytest_dmlbench.results import NOTABLE_KINDS, RunResults, Verdict
 from pytest_dmlbench.table import (
     UNITS_NOTE,
+    case_counts,
     case_rows,
+    compared,
     headers,
     oversubscribed,
+    verdict_counts,
 )
+from pytest_dmlbench.table_layout import NOT_COMPARED, terminal_table
 from pytest_dmlbench.table_layout import oversubscription_note as _oversubscription_note
-from pytest_dmlbench.table_layout import terminal_table
 
 __all__ = [
     "append_step_summary",
@@ -32,8 +35,6 @@ __all__ = [
     "terminal_table",
     "write_results",
 ]
-
-_VERDICT_ORDER = VERDICT_KINDS
 
 
 def read_results(path: Path) -> RunResults:
@@ -46,14 +47,8 @@ def table_rows(results: RunResults, verbose: bool = False) -> tuple[list[str], l
     return headers(results, verbose), case_rows(results, verbose)
 
 
-def _counts(results: RunResults) -> str:
-    kinds: list[str] = [v.kind for case in results.cases for v in case.verdicts]
-    parts = [f"{kinds.count(k)} {k}" for k in _VERDICT_ORDER if kinds.count(k)]
-    return ", ".join(parts)
-
-
 def _markdown_table(results: RunResults, verbose: bool) -> str:
-    columns, rows = headers(results, verbose), case_rows(results, verbose, width=None)  # the browser wraps
+    columns, rows = headers(results, verbose), case_rows(results, verbose)  # the browser wraps
     escaped = [[cell.replace("|", "\\|") for cell in row] for row in rows]
     return _tabulate(escaped, columns, "github")
 
@@ -71,9 +66,8 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
     lines += [UNITS_NOTE, "", _markdown_table(results, verbose=False), ""]
     lines += ["<details><summary>every metric</summary>", "", _markdown_table(results, verbose=True), "",
               "</details>", ""]
-    counts = _counts(results)
-    if counts:
-        lines += [f"**Verdicts:** {counts}", ""]
+    lines += [f"**{text[0].upper()}{text[1:]}**" for text in (verdict_counts(results), case_counts(results)) if text]
+    lines += [""] if compared(results) else [NOT_COMPARED, ""]
     note = _oversubscription_note(results)
     if note:
         lines += [f"_{note}_", ""]

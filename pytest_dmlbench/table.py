@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, MetricResult, RunResults, Verdict
 from pytest_dmlbench.units import BYTES_SYSTEM, named_scale, natural_key
 
-CASE_WIDTH = 34
 OVERSUBSCRIBED_MARK = "!"
 METRIC_PREFIX = "- "
 HEADLINE_METRICS: tuple[str, ...] = (
@@ -42,7 +41,7 @@ def _pieces(text: str, width: int) -> list[str]:
     return pieces
 
 
-def wrap_nodeid(nodeid: str, width: int = CASE_WIDTH) -> list[str]:
+def wrap_nodeid(nodeid: str, width: int) -> list[str]:
     """``nodeid`` as lines of at most ``width`` characters, broken only at natural points (after ``/``,
     ``::``, before ``[``; inside a too-long piece after ``-``, ``,``, ``_``), never inside a word or number:
     a piece longer than ``width`` with no break point stays whole on its own line. Joined, the lines give
@@ -178,19 +177,15 @@ def _outcome_note(case: CaseResult) -> str:
     return "" if case.outcome == "passed" else f" ({case.outcome})"
 
 
-def case_rows(results: RunResults, verbose: bool = False, width: int | None = CASE_WIDTH) -> list[list[str]]:
-    """One row per case (headline metric, its median and change, the case's worst verdict), or with
-    ``verbose`` a row per case followed by one row per metric with IQR, rounds and baseline too.
-
-    With a ``width``, a node id longer than it is wrapped over several rows (:func:`wrap_nodeid`) and the
-    case's figures sit on the row of its last line; ``width=None`` keeps every id on one row."""
+def case_rows(results: RunResults, verbose: bool = False) -> list[list[str]]:
+    """Rows of the markdown table, ids whole (a browser wraps them): one per case (headline metric, its
+    median, change and verdict), or with ``verbose`` a row per case followed by one row per metric with
+    IQR, rounds and baseline too. The terminal's layout is :mod:`pytest_dmlbench.table_layout`."""
     with_verdicts = compared(results)
     columns = len(headers(results, verbose))
     rows: list[list[str]] = []
     for case in ordered_cases(results):
-        name = case.nodeid + _outcome_note(case)
-        lines = wrap_nodeid(name, width) if width is not None else [name]
-        rows.extend([line] + [""] * (columns - 1) for line in lines[:-1])
+        lines = [case.nodeid + _outcome_note(case)]
         by_metric = {v.metric: v for v in case.verdicts}
         if verbose:
             rows.append([lines[-1], _ranks_cell(case, results)] + [""] * (columns - 2))

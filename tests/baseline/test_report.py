@@ -130,9 +130,15 @@ def test_markdown_summary_has_the_table_and_each_regression_message() -> None:
     assert text.startswith("## pytest-dmlbench results\n")
     assert "| case " in text and "|---" in text and "<details>" in text and "| case / metric" in text
     assert nodeid in text  # whole, not wrapped or elided
-    assert "**Verdicts:** 2 regression, 2 inconclusive, 3 new, 2 unchanged" in text
+    assert "**Verdicts on 9 figure(s) of 3 case(s): 2 regression, 2 inconclusive, 3 new, 2 unchanged**" in text
+    assert "**Cases by headline verdict: 1 regression, 1 inconclusive, 1 new**" in text and "no verdicts" not in text
     assert f"### regression: `{nodeid}` step_time_s" in text
     assert "--dmlbench-save" in text
+
+
+def test_markdown_summary_says_when_nothing_was_compared() -> None:
+    text = markdown_summary(make_run([make_case("bench_cases/test_x.py::test_y", world_size=1)]))
+    assert "no verdicts: no case had a baseline or a REF to compare with" in text and "**Verdicts" not in text
 
 
 def test_step_summary_is_appended_to_the_file_named_by_the_environment(
