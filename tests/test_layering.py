@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_dmlbench"
 # Lowest first. A module's layer is that of its longest matching prefix.
 LAYERS: list[tuple[str, ...]] = [
     ("stats", "student_t", "errors", "units", "envreport.facts"),
-    ("results", "dist_info", "config"),
+    ("results", "dist_info", "config", "output_paths"),
     ("measure", "comm", "run_facts", "envreport.livecheck", "gates.wording", "gates.gate", "gates.paired_plan",
      "paired.statistics"),
     ("strategies", "robust", "models", "data", "reference", "bench", "sweeps"),

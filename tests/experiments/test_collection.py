@@ -48,8 +48,8 @@ def test_good_files_give_ids_and_bad_files_exact_collection_errors(tmp_path: Pat
         "*ERROR collecting dmlbench_cifar.yaml*",
         "dmlbench_cifar.yaml: experiment 'c': key 'data_dir': is required for dataset cifar10; accepted: the "
         "extracted 'cifar-10-batches-py' folder (absolute, or relative to the file)",
-        "dmlbench_model.yaml: experiment 'a': key 'model': unknown model 'resnet5' (did you mean 'resnet50'?); accepted: bn_cnn, cnn, mlp, "
-        "resnet18, resnet50, transformer, unet",
+        "dmlbench_model.yaml: experiment 'a': key 'model': unknown model 'resnet5' (did you mean 'resnet50'?); "
+        "accepted: bn_cnn, cnn, mlp, resnet18, resnet50, transformer, unet",
         "dmlbench_syntax.json: JSON syntax error at line 1, column 18: Expecting value",
         "dmlbench_syntax.yml: YAML syntax error at line 4, column 1: expected ',' or ']', but got '<stream end>'",
         "*6 tests collected, 4 errors*",

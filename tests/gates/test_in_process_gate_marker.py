@@ -38,7 +38,8 @@ CASES = """
 
 
 def test_the_marker_s_threshold_applies_to_in_process_figures(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", **{"lib.py": "SLOW = 1.0\n", "test_cases.py": CASES, "pytest.ini": "[pytest]\n"})
+    repo = make_repo(tmp_path / "repo",
+                     **{"lib.py": "SLOW = 1.0\n", "test_cases.py": CASES, "pytest.ini": "[pytest]\n"})
     write_files(repo, **{"lib.py": "SLOW = 2.0\n"})
     results = tmp_path / "results.json"
     run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-json", str(results), timeout=600)
