@@ -147,3 +147,22 @@ def test_pytest_run_writes_plots_with_the_ini_option(tmp_path: Path) -> None:
     result.lines.fnmatch_lines(["dmlbench: 2 plot(s) and the report written to plots-out/report.html"])  # and rounds
     check_png(tmp_path / "plots-out" / "throughput.png")
     assert "test_bench.py::test_step" in (tmp_path / "plots-out" / "report.html").read_text()
+
+
+def test_a_run_whose_cases_record_only_an_accuracy_warns_nothing(tmp_path: Path) -> None:
+    """The shape of the robust-training bench cases (one final accuracy, no per-epoch loss) once drew an
+    empty training figure and put matplotlib's "No artists with labels" warning into pytest's summary."""
+    write_files(tmp_path, **{
+        "test_acc.py": """
+            import pytest
+
+            @pytest.mark.dmlbench(world_size=1)
+            def test_accuracy(dist, dmlbench):
+                dmlbench.record("accuracy", [0.81])
+        """,
+    })
+    result = run_pytest(tmp_path, "--dmlbench", "--dmlbench-plots", "plots-out")
+    assert result.returncode == 0, result.output
+    assert "warnings summary" not in result.output and "Warning" not in result.output, result.output
+    assert not (tmp_path / "plots-out" / "training.png").exists()
+    check_png(tmp_path / "plots-out" / "accuracy.png")
