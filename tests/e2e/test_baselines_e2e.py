@@ -66,7 +66,8 @@ def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None
 
     again = run_pytest(project, "--dmlbench", "--dmlbench-json", "results.json")
     assert again.returncode == 0, again.output
-    again.lines.fnmatch_lines(["*test_step*throughput_samples_per_s*unchanged*", "verdicts on*unchanged*"])
+    again.lines.fnmatch_lines(["test_bench.py::test_step[[]a]", "*throughput_samples_per_s*unchanged*",
+                               "verdicts on*unchanged*"])
     results = json.loads((project / "results.json").read_text())
     assert results["schema"] == 2
     assert {"cpu_model", "logical_cores", "torch", "backend"} <= set(results["machine"])
