@@ -58,9 +58,10 @@ def draw(runs: Sequence[RunResults], out: Path) -> list[Figure] | Skipped:
             left.plot(sizes, speedup, marker="o", label=label)
             right.plot(sizes, efficiency, marker="o", label=label)
             peak = max(peak, *efficiency)
-            for n, value in zip(sizes, efficiency, strict=True):
+            for n, value, fast in zip(sizes, efficiency, speedup, strict=True):
                 if value > SUPERLINEAR:
                     flagged.append(f"{label} at {n}: {value:.0%}")
+                    left.plot([n], [fast], marker="X", markersize=12, color="tab:red", linestyle="none")
                     right.plot([n], [value], marker="X", markersize=12, color="tab:red", linestyle="none")
                     right.annotate(f"{value:.0%} > ideal", (n, value), textcoords="offset points", xytext=(-4, 6),
                                    ha="right", fontsize="small", color="tab:red")

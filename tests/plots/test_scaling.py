@@ -18,11 +18,18 @@ def flags(ax: object) -> list[str]:
     return [text.get_text() for text in ax.texts if "ideal" in text.get_text()]  # type: ignore[attr-defined]
 
 
+def crosses(ax: object) -> list[tuple[float, float]]:
+    """(x, y) of every red X marker."""
+    return [(float(line.get_xdata()[0]), round(float(line.get_ydata()[0]), 6))
+            for line in ax.get_lines() if line.get_marker() == "X"]  # type: ignore[attr-defined]
+
+
 def test_superlinear_efficiency_is_flagged_on_the_figure_and_in_the_caption(out: Path) -> None:
     with no_warnings():
         [figure] = drawn(scaling.draw(scaling_run(700.0), out))
-    _, efficiency_ax = figure.drawing.axes
+    speedup_ax, efficiency_ax = figure.drawing.axes
     assert flags(efficiency_ax) == ["350% > ideal"]
+    assert crosses(efficiency_ax) == [(2.0, 3.5)] and crosses(speedup_ax) == [(2.0, 7.0)]
     assert "efficiency above ideal" in figure.caption and "350%" in figure.caption
     assert efficiency_ax.get_ylim()[1] >= 3.5 * 1.1, "the flagged point must be in view"
 
@@ -30,6 +37,7 @@ def test_superlinear_efficiency_is_flagged_on_the_figure_and_in_the_caption(out:
 def test_efficiency_below_ideal_is_not_flagged(out: Path) -> None:
     with no_warnings():
         [figure] = drawn(scaling.draw(scaling_run(190.0), out))
-    _, efficiency_ax = figure.drawing.axes
+    speedup_ax, efficiency_ax = figure.drawing.axes
     assert flags(efficiency_ax) == [] and "above ideal" not in figure.caption
+    assert crosses(efficiency_ax) == [] == crosses(speedup_ax)
     assert efficiency_ax.get_ylim() == (0.0, 1.2)
