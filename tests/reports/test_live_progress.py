@@ -3,6 +3,7 @@ of life within the paired gate's block pairs, and the end-of-run table within na
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -148,3 +149,29 @@ def test_the_paired_gate_reports_each_pair() -> None:
     gate.on_pair = lambda nodeid, pairs: told.append((nodeid, pairs))
     gate._run_stage(*stage_args)  # type: ignore[arg-type]
     assert told == [("t.py::test_x", 1)]
+
+
+GATED_CASE = """
+    import time
+    import pytest
+
+    @pytest.mark.dmlbench(world_size=1, threshold=50, pair_budget=5)
+    def test_same(dist, dmlbench):
+        dmlbench(time.sleep, 0.01)
+"""
+
+
+def test_under_the_paired_gate_a_case_line_gives_its_verdict_and_block_pairs(tmp_path: Path) -> None:
+    from tests.paired.gitrepo import make_repo
+
+    repo = make_repo(tmp_path / "repo", **{"test_cases.py": GATED_CASE, "pytest.ini": "[pytest]\n"})
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", COLUMNS="120", timeout=600)
+    assert run.returncode == 0, run.output
+    lines = run.lines.lines
+    line = next(i for i, text in enumerate(lines) if text.startswith("dmlbench test_cases.py::test_same: "))
+    more = [text.strip() for text in lines[line + 1:line + 3] if re.match(r"    \S", text)]  # not pytest's [100%]
+    said = " ".join([lines[line], *more])
+    assert max(len(text) for text in lines[line:line + 3]) <= 120
+    assert "; unchanged " in said or "; inconclusive " in said, said
+    assert re.search(r"; block pairs \d+(\+\d+)? in \d+ s$", said), said
+    assert line < next(i for i, text in enumerate(lines) if "= dmlbench gate =" in text)
