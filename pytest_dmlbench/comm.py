@@ -1,6 +1,8 @@
 """The one communication-accounting layer: every byte a rank hands to ``torch.distributed`` is counted here.
 
-This is the only module that patches ``torch.distributed``. ``with instrument_collectives() as counter:``
+This is the only module that patches ``torch.distributed``'s collectives (others patch its set-up:
+``world/adopt_group.py`` init and destroy inside a case, ``world/bound_store.py`` the rendezvous store).
+``with instrument_collectives() as counter:``
 replaces the collective functions of ``torch.distributed`` (and of ``torch.distributed.distributed_c10d``)
 by counting wrappers; they are restored when the last active counter exits. Strategies count their
 bytes per step with it (``Strategy.step``), the benchmark runner counts bytes and time per round with it,
