@@ -70,6 +70,9 @@ DESTROY = """
     def test_1_destroys_the_group(dist):
         (HERE / f"pid-destroy-{dist.rank}").write_text(str(os.getpid()))
         sub = td.new_group([0, 1])
+        # both ranks finish connecting the sub-group before either destroys it (gloo's connection set-up
+        # fails on a rank whose peer has already closed its side, as with torch's own destroy)
+        td.barrier(group=sub)
         td.destroy_process_group()
         assert sub not in td.distributed_c10d._world.pg_map  # the case's sub-groups go, as with torch's call
 
