@@ -9,8 +9,10 @@ from typing import Any
 
 def _run(args: argparse.Namespace) -> int:
     from pytest_dmlbench.cli import load_any
+    from pytest_dmlbench.output_paths import check_folder_target
     from pytest_dmlbench.plots import render
 
+    check_folder_target(Path(args.out), "--out")  # before the files are read and drawn
     runs = [entry for path in args.results for entry in load_any(Path(path))]
     report = render(runs, Path(args.out))
     for figure in report.figures:

@@ -300,3 +300,10 @@ def test_show_into_a_closed_pipe_stops_quietly(tmp_path: Path) -> None:
 def test_env_refuses_a_timeout_that_is_not_positive_seconds(tmp_path: Path, value: str) -> None:
     proc = run_cli("env", "--no-live", "--timeout", value, cwd=tmp_path)
     assert proc.returncode == 2 and "--timeout" in proc.stderr, proc.stderr
+
+
+def test_plot_into_a_path_that_cannot_be_a_folder_exits_2(files: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("")
+    proc = run_cli("plot", files["same"], "--out", tmp_path / "a_file", cwd=tmp_path)
+    assert proc.returncode == 2 and "--out" in proc.stderr and "is a file, not a folder" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
