@@ -134,7 +134,7 @@ def load_file(path: Path, *, default_world_size: int, shown: str | None = None) 
     runs: list[Experiment] = []
     seen: set[str] = set()
     problems: list[str] = []  # of the file's layout and of whole experiments
-    by_combination: dict[tuple[str, str], list[str]] = {}  # (experiment, problem) -> combinations it occurs in
+    by_combination: dict[tuple[str, FieldProblem], list[str]] = {}  # (experiment, problem) -> its combinations
     combinations: dict[str, int] = {}  # experiment -> how many combinations its matrix gives
     for index, entry in enumerate(entries):
         try:
@@ -158,16 +158,12 @@ def load_file(path: Path, *, default_world_size: int, shown: str | None = None) 
             base = label.split(" [", 1)[0]
             combinations[base] = len(expanded)
             for problem in found:
-                by_combination.setdefault((base, _problem_text("", problem)), []).append(label)
-    for (base, text), labels in by_combination.items():
+                by_combination.setdefault((base, problem), []).append(label)
+    for (base, problem), labels in by_combination.items():
         # a problem every combination shares is reported once, for the experiment
         shared = len(labels) == combinations[base] and len(labels) > 1
-        problems.append(_relabel(text, base if shared else ", ".join(labels)))
+        problems.append(_problem_text(base if shared else ", ".join(labels), problem))
     if problems:
         raise _all_problems(shown, problems)
     return runs
 
-
-def _relabel(text: str, label: str) -> str:
-    """``text`` (made with an empty label) for experiment ``label``."""
-    return text.replace("experiment : ", f"experiment {label}: ", 1)

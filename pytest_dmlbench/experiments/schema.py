@@ -28,7 +28,15 @@ STRATEGY_KEYS = ("name", "options")
 
 
 class FieldProblem(Exception):
-    """A bad value of one key: ``key``, what is wrong (``text``) and what is accepted."""
+    """A bad value of one key: ``key``, what is wrong (``text``) and what is accepted (equal, and hashed,
+    by those three, so one problem shared by several matrix combinations is reported once)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FieldProblem) and (self.key, self.text, self.accepted) == (
+            other.key, other.text, other.accepted)
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.text, self.accepted))
 
     def __init__(self, key: str, text: str, accepted: str) -> None:
         super().__init__(f"{key}: {text}")

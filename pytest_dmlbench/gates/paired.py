@@ -303,9 +303,8 @@ class PairedGate:
         own = decisive.estimate(THROUGHPUT, "higher", "ratio", self.alpha)
         if own is None:
             return []
-        a_all = first.a[THROUGHPUT] + (decisive.a[THROUGHPUT] if decisive is not first else [])
-        b_all = first.b[THROUGHPUT] + (decisive.b[THROUGHPUT] if decisive is not first else [])
-        speedup_a, speedup_b = median(a_all) / base.a, median(b_all) / base.b
+        a_median, b_median = _throughput_medians(first, decisive)
+        speedup_a, speedup_b = a_median / base.a, b_median / base.b
         est = difference_of(own, base.estimate)
         size = float(item.scaling_world_size)
         verdicts = []
@@ -334,9 +333,7 @@ class PairedGate:
         est = decisive.estimate(THROUGHPUT, "higher", "ratio", self.alpha)
         if est is None:
             return
-        a_all = first.a[THROUGHPUT] + (decisive.a[THROUGHPUT] if decisive is not first else [])
-        b_all = first.b[THROUGHPUT] + (decisive.b[THROUGHPUT] if decisive is not first else [])
-        self.one_rank_throughput[item.scaling_family] = OneRankBase(est, median(a_all), median(b_all),
+        self.one_rank_throughput[item.scaling_family] = OneRankBase(est, *_throughput_medians(first, decisive),
                                                                     judgement.budget_spent)
 
     def _ref_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
@@ -456,6 +453,13 @@ class PairedGate:
 # block records them; they are computed from each block's throughput (:meth:`PairedGate._derived`).
 DERIVED_METRICS = frozenset({"speedup", "scaling_efficiency"})
 THROUGHPUT = "throughput_samples_per_s"
+
+
+def _throughput_medians(first: Stage, decisive: Stage) -> tuple[float, float]:
+    """A's and B's median throughput over a case's block pairs (the first stage's, and the confirmation's)."""
+    a = first.a[THROUGHPUT] + (decisive.a[THROUGHPUT] if decisive is not first else [])
+    b = first.b[THROUGHPUT] + (decisive.b[THROUGHPUT] if decisive is not first else [])
+    return median(a), median(b)
 
 
 def _missing_reason(name: str, label: str) -> str:
