@@ -149,9 +149,9 @@ def evaluate(strategy: Any, splits: Splits, rank: int, world_size: int, chunk: i
 
 def _phase_peaks(device: Any) -> list[float]:
     """[peak RSS MB, peak CUDA MB] of this rank since the case began (0 where unreadable)."""
-    from pytest_dmlbench.measure.memory import peak_rss_bytes
+    from pytest_dmlbench.measure.memory import case_peak_rss_bytes
 
-    rss = peak_rss_bytes()
+    rss = case_peak_rss_bytes()
     cuda = 0.0
     if device is not None and str(device).startswith("cuda"):
         import torch

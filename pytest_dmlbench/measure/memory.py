@@ -4,6 +4,13 @@
 an earlier case into the next. Writing ``5`` to ``/proc/self/clear_refs`` resets the high-water mark
 ``VmHWM`` of ``/proc/self/status`` to the current RSS. Where that file is missing or not writable the peak
 cannot be reset: :class:`PeakMemory` then says so (``rss_reset=False``) instead of pretending.
+
+Resetting is not enough in a long-lived rank: the reset peak starts from what the rank holds *now*, and
+that depends on every case it ran before (modules they imported, caches they filled). The same case then
+reads 100 MB higher after the equivalence suite than alone, and the paired gate's A and B worlds, which
+run different cases before a block, read different peaks for the same code. So a case's peak is
+*rebased*: what the case added over the rank's resident size at its start, plus the rank's resident size
+when it started (:func:`note_rank_start`), the peak a rank that ran only this case would have held.
 """
 
 from __future__ import annotations
@@ -78,6 +85,25 @@ def release_freed_memory() -> bool:
     return True
 
 
+_rank_start_rss: int | None = None
+_active_watch: PeakMemoryWatch | None = None  # the watch of the case this rank runs now
+
+
+def note_rank_start() -> int | None:
+    """Record this process's resident size as the rank's starting point (once it is ready, before its first
+    case; trimmed first, as every case start is). Rebased peaks add what a case raised over its own start
+    to this. Returns the size in bytes, None where RSS cannot be read."""
+    global _rank_start_rss
+    release_freed_memory()
+    _rank_start_rss = current_rss_bytes()
+    return _rank_start_rss
+
+
+def rank_start_rss_bytes() -> int | None:
+    """The resident size :func:`note_rank_start` recorded, None before it ran."""
+    return _rank_start_rss
+
+
 def peak_rss_bytes(status: Path = STATUS) -> int | None:
     """``VmHWM`` (peak resident set since start or the last reset) in bytes; None where not available.
 
@@ -107,6 +133,12 @@ def _cuda_device(device: Any) -> Any:
     return device if device.type == "cuda" else None
 
 
+def case_peak_rss_bytes() -> int | None:
+    """The rebased peak of the case being measured on this rank (the raw ``VmHWM`` when no watch started),
+    for code inside a case that reads its peak part-way (experiments, per phase)."""
+    return _active_watch.peak_rss_bytes() if _active_watch is not None else peak_rss_bytes()
+
+
 @dataclass(frozen=True)
 class PeakMemory:
     """Peak memory of one rank over a measured span. ``rss_reset`` False: the peak may predate the span."""
@@ -123,10 +155,16 @@ class PeakMemoryWatch:
         self.device = device
         self._rss_reset = False
         self._started = False
+        self._start_rss: int | None = None
 
     def start(self) -> PeakMemoryWatch:
         release_freed_memory()  # the peak restarts from what the rank holds, not what earlier cases freed
         self._rss_reset = reset_peak_rss()
+        self._start_rss = current_rss_bytes()
+        if _rank_start_rss is None:  # a rank started by a launcher: its first measured case is its start
+            note_rank_start()
+        global _active_watch
+        _active_watch = self
         cuda = _cuda_device(self.device)
         if cuda is not None:
             import torch
@@ -139,7 +177,7 @@ class PeakMemoryWatch:
     def stop(self) -> PeakMemory:
         if not self._started:
             raise RuntimeError("PeakMemoryWatch.stop() called before start(); call start() before the case")
-        rss = peak_rss_bytes()
+        rss = self.peak_rss_bytes()
         cuda_mb: float | None = None
         cuda = _cuda_device(self.device)
         if cuda is not None:
@@ -152,6 +190,14 @@ class PeakMemoryWatch:
             rss_reset=self._rss_reset,
             peak_cuda_mb=cuda_mb,
         )
+
+    def peak_rss_bytes(self) -> int | None:
+        """The rebased peak since :meth:`start` (the raw ``VmHWM`` where the peak could not be reset or the
+        start sizes cannot be read)."""
+        peak = peak_rss_bytes()
+        if peak is None or not self._rss_reset or self._start_rss is None or _rank_start_rss is None:
+            return peak
+        return _rank_start_rss + max(0, peak - self._start_rss)
 
 
 def peak_memory_metrics(per_rank: Sequence[PeakMemory]) -> dict[str, MetricResult]:

@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
 from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.memory import note_rank_start
 from pytest_dmlbench.world.backend import device_for
 from pytest_dmlbench.world.execute import case_arguments, execute_case
 from pytest_dmlbench.world.groups import install_p2p_accounting
@@ -98,6 +99,7 @@ class RankProcess:
         init_s = self.join_group()
         install_p2p_accounting()
         self.clean_state = snapshot()
+        note_rank_start()  # the resident size case peaks are rebased on (measure/memory.py)
         self.conn.send(Ready(self.rank, os.getpid(), init_s))
         while True:
             try:

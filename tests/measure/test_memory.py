@@ -4,10 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dmlbench.measure import memory
 from pytest_dmlbench.measure.memory import (
     PeakMemory,
     PeakMemoryWatch,
+    case_peak_rss_bytes,
     current_rss_bytes,
+    note_rank_start,
     parse_status,
     peak_memory_metrics,
     peak_rss_bytes,
@@ -67,6 +70,29 @@ def test_reset_peak_forgets_an_earlier_allocation() -> None:
     # negative control: before the reset the high-water mark holds the 150 MB block, after it does not
     assert stale / 1e6 - peak.peak_rss_mb > 100
     assert peak.peak_cuda_mb is None
+
+
+@pytest.mark.skipif(not reset_peak_rss(), reason="/proc/self/clear_refs not writable on this machine")
+def test_a_case_peak_does_not_carry_what_earlier_cases_keep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank that kept 150 MB from earlier cases (imports, caches) reads the same case peak as a rank that
+    did not: the peak is what the case raised over its own start, on top of the rank's start-up size."""
+    import torch
+
+    monkeypatch.setattr(memory, "_rank_start_rss", None)
+    monkeypatch.setattr(memory, "_active_watch", None)
+    start = note_rank_start()
+    kept = torch.ones(150_000_000, dtype=torch.uint8)  # what earlier cases left in the rank
+    watch = PeakMemoryWatch().start()
+    during = torch.ones(50_000_000, dtype=torch.uint8)  # the case's own peak
+    del during
+    raw = peak_rss_bytes()
+    peak = watch.stop()
+    assert start is not None and raw is not None and peak.peak_rss_mb is not None
+    assert abs(peak.peak_rss_mb - (start / 1e6 + 50)) < 20, (peak.peak_rss_mb, start / 1e6)
+    # negative control: the raw high-water mark holds the kept 150 MB as well
+    assert raw / 1e6 - peak.peak_rss_mb > 130, (raw / 1e6, peak.peak_rss_mb)
+    assert case_peak_rss_bytes() == watch.peak_rss_bytes()
+    del kept
 
 
 def test_freed_heap_is_released_before_a_peak_is_reset() -> None:
