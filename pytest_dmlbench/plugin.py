@@ -35,17 +35,15 @@ from pytest_dmlbench.config import (
 )
 from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
 from pytest_dmlbench.gates.choose import choose_gate
-from pytest_dmlbench.gates.gate import BlockResult, JudgedItem
+from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.wording import failing_verdicts, failure_text
 from pytest_dmlbench.item_case import (
     callspec_params,
     collected_case,
     prepared_case,
     records_in_process,
-    run_block,
-    run_in_process_block,
 )
-from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, SMOKE_BUDGET, BlockBudget
+from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, SMOKE_BUDGET
 from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
 from pytest_dmlbench.progress import register as register_progress
 from pytest_dmlbench.results import CaseResult
@@ -399,18 +397,13 @@ def _run_options(settings: DmlbenchConfig, world_size: int, backend: str) -> tup
 
 
 def _judged_item(item: pytest.Function, result: CaseResult, in_process: bool) -> JudgedItem:
-    """``in_process``: the figures were recorded in this process (``dmlbench_metrics``), not on ranks, so
-    a block calls the test function here again."""
+    """``in_process``: the figures were recorded in this process (``dmlbench_metrics``), not on ranks."""
     settings = item.config.stash[CONFIG_KEY]
     case = item.stash.get(SETTINGS_KEY, None)
-
-    def measure(block: BlockBudget) -> BlockResult:
-        return run_in_process_block(item, block) if in_process else run_block(item, block)
-
     budget = case.pair_budget_s if case is not None else getattr(item, "dmlbench_pair_budget", None)
     scaling = _facts(item, result.world_size, result.backend, result.threshold_pct).scaling
     return JudgedItem(item.nodeid, Path(item.path), case.timeout_s if case is not None else settings.timeout_s,
-                      measure, _run_options(settings, result.world_size, result.backend), in_process, budget,
+                      _run_options(settings, result.world_size, result.backend), in_process, budget,
                       scaling.family if scaling is not None else None, scaling.world_size if scaling else 0)
 
 

@@ -21,7 +21,7 @@ def choose_gate(config: pytest.Config, settings: DmlbenchConfig, run: dict[str, 
 
         return StoredGate(settings, run)
     from pytest_dmlbench.gates.paired import PairedGate
-    from pytest_dmlbench.paired.launch import prepare
+    from pytest_dmlbench.paired.launch import own_launch, prepare
     from pytest_dmlbench.paired.worktree import RefError
 
     if launched:
@@ -31,4 +31,4 @@ def choose_gate(config: pytest.Config, settings: DmlbenchConfig, run: dict[str, 
         launch, tree = prepare(config, settings, settings.against)
     except RefError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return PairedGate(settings, launch, tree)
+    return PairedGate(settings, launch, tree, own_launch(config, settings, launch))

@@ -8,12 +8,11 @@ and in-process figures alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.results import CaseResult, Verdict
 
 
@@ -30,17 +29,17 @@ class BlockResult:
 
 @dataclass(frozen=True)
 class JudgedItem:
-    """The item a gate judges, as the gate needs it: where it lives, and how to measure it again.
+    """The item a gate judges, as the gate needs it: where it lives and how it ran.
 
-    ``measure`` re-runs the body once with a block budget (a body that records in the pytest process, an
-    ``in_process`` item, is called once whole per block); ``run_options`` are the command-line options that
-    reproduce this item's run (world size, backend, launcher, isolation, ...), for the commands verdicts print.
+    ``in_process``: its figures were recorded in the pytest process (a block calls it whole); ``run_options``
+    are the command-line options that reproduce this item's run (world size, backend, launcher, isolation,
+    ...), for the commands verdicts print. The paired gate re-measures an item in block servers, never in
+    the session that ran it (:func:`pytest_dmlbench.paired.launch.own_launch`).
     """
 
     nodeid: str
     path: Path
     timeout_s: float
-    measure: Callable[[BlockBudget], BlockResult]
     run_options: tuple[str, ...] = ()
     in_process: bool = False
     pair_budget_s: float | None = None  # the case's own budget of block pairs (marker or experiment field)

@@ -36,7 +36,6 @@ from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired_plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
 from pytest_dmlbench.gates.wording import Decision, detectable_text, failing_kinds, word
-from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.paired.client import RefLaunch, RefProcess
 from pytest_dmlbench.paired.statistics import (
     PairedEstimate,
@@ -132,7 +131,7 @@ class OneRankBase:
 class PairedGate:
     """A's side; registered as a pytest plugin for its lifecycle (start B, wait for its cases, summary)."""
 
-    def __init__(self, settings: DmlbenchConfig, launch: RefLaunch, tree: Worktree,
+    def __init__(self, settings: DmlbenchConfig, launch: RefLaunch, tree: Worktree, own: RefLaunch,
                  rule: SequentialRule | None = None, alpha: float = DEFAULT_ALPHA) -> None:
         self.settings = settings
         self.launch = launch
@@ -141,6 +140,8 @@ class PairedGate:
         self.alpha = alpha
         self.budget_s = settings.pair_budget_s
         self.ref = RefProcess(launch)
+        self.own = RefProcess(own)  # A's blocks: the working tree's cases in a server like B's
+        self.own_cases: dict[str, str] = {}  # case key -> node id in A's block server
         self.ref_cases: dict[str, str] = {}  # case key -> B's node id
         self.a_cases: dict[str, str] = {}  # case key -> A's node id
         self.judgements: list[CaseJudgement] = []
@@ -158,6 +159,7 @@ class PairedGate:
         self.a_cases = {case_key(nodeid, path, self.launch.repo_root): nodeid for nodeid, path in items}
         if self.a_cases:
             self.ref.start()
+            self.own.start()
 
     def ready(self) -> None:
         """After A's worlds started: wait for B's announcement of its cases."""
@@ -165,13 +167,17 @@ class PairedGate:
             return
         try:
             hello = self.ref.wait_hello()
+            own_hello = self.own.wait_hello()
         except RefError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.ref_cases = {case_key(c["nodeid"], Path(c["file"]), self.launch.worktree): c["nodeid"]
                           for c in hello["cases"]}
+        self.own_cases = {case_key(c["nodeid"], Path(c["file"]), self.launch.repo_root): c["nodeid"]
+                          for c in own_hello["cases"]}
 
     def close(self) -> None:
         self.ref.close()
+        self.own.close()
 
     def summary_lines(self) -> list[str]:
         """REF, each case's verdicts in one line, the cases on one side only."""
@@ -256,6 +262,7 @@ class PairedGate:
         plan = block_plan(case)
         judgement.plan = plan
         warm = self._ref_block(item, plan.warm_up())  # B's warm-up: discarded, tells which metrics B records
+        self._own_block(item, plan.warm_up())  # A's, discarded: both servers' ranks have run the same work
         changed_unit = {n for n, m in directed.items() if n in warm and warm[n].get("unit") != m.unit}
         timed = [Timed(n, m.better, m.unit) for n, m in directed.items()
                  if n not in SINGLE_READING_METRICS and m.better is not None and n in warm and n not in changed_unit]
@@ -345,13 +352,19 @@ class PairedGate:
         return dict(answer["metrics"])
 
     def _own_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
+        """A block of the working tree's case, in A's block server (never in this session's worlds)."""
         # beside a REF whose experiments train in full in every block, A's do too, so both measure the same work
         whole = not (self.ref.hello or {}).get("budgeted_experiments")
-        result = item.measure(BlockBudget(plan.rounds, BLOCK_WARMUP, plan.iterations, whole_experiment=whole))
-        if result.status != "passed":
-            raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {result.status} after its "
-                              f"ordinary run passed.\n{result.message}")
-        return result.metrics
+        own_nodeid = self.own_cases.get(case_key(item.nodeid, item.path, self.launch.repo_root))
+        if own_nodeid is None:
+            raise BlockFailed(f"{item.nodeid}: {self.own.launch.speaker} did not collect this case, so its "
+                              f"blocks cannot run; its pytest output is in {self.own.launch.log_path}")
+        answer = self.own.block(own_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0,
+                                whole_experiment=whole)
+        if answer["status"] != "passed":
+            raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {answer['status']} after its "
+                              f"ordinary run passed.\n{answer.get('message', '')}")
+        return dict(answer["metrics"])
 
     def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed]) -> dict[str, Any]:
         a_first = self.rng.random() < 0.5

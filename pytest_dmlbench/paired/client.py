@@ -1,4 +1,6 @@
-"""A's handle on B: the pytest process that runs REF's cases in REF's worktree and serves blocks."""
+"""A's handle on a block server: the pytest process that runs REF's cases in REF's worktree and serves
+blocks (B), and its twin that serves the working tree's blocks (A's blocks), started the same way so that
+the rank processes of both sides run the same sequence of work."""
 
 from __future__ import annotations
 
@@ -37,6 +39,12 @@ class RefLaunch:
     args: Sequence[str]
     log_path: Path
     label: str  # REF as the user gave it, with its commit
+    side: str = ""  # how messages name this server; "REF <label>" when empty
+    tree_first: bool = True  # the worktree goes first on PYTHONPATH (REF's code); False: A's own sys.path
+
+    @property
+    def speaker(self) -> str:
+        return self.side or f"REF {self.label}"
 
 
 def python_path(worktree: Path, existing: str | None) -> str:
@@ -80,7 +88,8 @@ class RefProcess:
         from_b_read, from_b_write = os.pipe()
         env = dict(os.environ)
         env[FDS_ENV] = f"{to_b_read},{from_b_write}"
-        env["PYTHONPATH"] = python_path(self.launch.worktree, env.get("PYTHONPATH"))
+        if self.launch.tree_first:
+            env["PYTHONPATH"] = python_path(self.launch.worktree, env.get("PYTHONPATH"))
         self.launch.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.launch.log_path, "wb") as log:
             self.process = subprocess.Popen(
@@ -101,7 +110,7 @@ class RefProcess:
     def _failure(self, problem: str) -> RefError:
         log = self.log_tail()
         hint = too_old_hint(self.launch.worktree)
-        what = f"REF {self.launch.label} could not serve blocks: {hint or self._ended() or problem}"
+        what = f"{self.launch.speaker} could not serve blocks: {hint or self._ended() or problem}"
         return RefError(f"{what}\nREF's pytest output ({self.launch.log_path}), last part:\n{log.rstrip()}")
 
     def _ended(self) -> str | None:
@@ -138,21 +147,26 @@ class RefProcess:
         if message["type"] != "hello" or message.get("protocol") != PROTOCOL_VERSION:
             self.kill()
             raise RefError(
-                f"REF {self.launch.label} speaks paired protocol {message.get('protocol')!r} "
+                f"{self.launch.speaker} speaks paired protocol {message.get('protocol')!r} "
                 f"(pytest-dmlbench {message.get('plugin_version')}); this run needs protocol {PROTOCOL_VERSION} "
                 f"(pytest-dmlbench {FIRST_PLUGIN_VERSION} or later). Choose a REF whose pytest-dmlbench speaks it."
             )
         self.hello = message
         return message
 
-    def block(self, nodeid: str, rounds: int, warmup: int, iterations: int, timeout_s: float) -> dict[str, Any]:
-        """Run one block of ``nodeid`` in B; RefError when B went away or broke the protocol."""
+    def block(self, nodeid: str, rounds: int, warmup: int, iterations: int, timeout_s: float,
+              whole_experiment: bool = False) -> dict[str, Any]:
+        """Run one block of ``nodeid`` in B; RefError when B went away or broke the protocol.
+        ``whole_experiment``: experiments train in full (a server of an older protocol ignores it)."""
         if self.channel is None:
-            raise RefError(f"REF {self.launch.label} stopped serving earlier in this run (see the first case "
+            raise RefError(f"{self.launch.speaker} stopped serving earlier in this run (see the first case "
                            f"that reported it); its pytest output is in {self.launch.log_path}")
         try:
-            self.channel.send({"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup,
-                               "iterations": iterations})
+            request = {"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup,
+                       "iterations": iterations}
+            if whole_experiment:
+                request["whole_experiment"] = True
+            self.channel.send(request)
             message = self.channel.receive(timeout_s)
         except (ProtocolError, OSError) as exc:
             error = self._failure(str(exc))

@@ -83,7 +83,8 @@ def _mark_call_phase_reported(item: pytest.Function) -> None:
     item.stash.setdefault(tmppath_result_key, {})
 
 
-def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, iterations: int) -> BlockResult:
+def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, iterations: int,
+           whole_experiment: bool = False) -> BlockResult:
     try:
         slot.switch_to(item)
     except pytest.skip.Exception as exc:
@@ -95,7 +96,7 @@ def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, ite
     if any(m.name == "skip" for m in item.iter_markers()):  # a backend the machine lacks, say
         skip = next(m for m in item.iter_markers() if m.name == "skip")
         return BlockResult("skipped", message=str(skip.kwargs.get("reason", "")))
-    block = BlockBudget(rounds, warmup, iterations)
+    block = BlockBudget(rounds, warmup, iterations, whole_experiment=whole_experiment)
     if records_in_process(item):
         return run_in_process_block(item, block)
     return run_block(item, block)
@@ -131,10 +132,10 @@ def _serve(session: pytest.Session, channel: Channel) -> None:
             nodeid = str(message["nodeid"])
             item = cases.get(nodeid)
             if item is None:
-                result = BlockResult("unknown", message=f"REF has no case {nodeid!r}")
+                result = BlockResult("unknown", message=f"this block server has no case {nodeid!r}")
             else:
                 result = _block(slot, item, int(message["rounds"]), int(message["warmup"]),
-                                int(message.get("iterations", 1)))
+                                int(message.get("iterations", 1)), bool(message.get("whole_experiment", False)))
             channel.send({"type": "result", "nodeid": nodeid, "status": result.status, "message": result.message,
                           "elapsed_s": result.elapsed_s, "metrics": result.metrics})
     finally:

@@ -30,14 +30,14 @@ LIB_REF = """
 
     def step_slow_in_first_calls(counter, rank):
         # rank 0's steps (a step's time is the slowest rank's) are slow in the ordinary run (12 calls: the
-        # calibration's 2 + 10 rounds) and the first stage's 4 blocks (7 calls each: 2 + 5 rounds at 50 ms a
-        # step), not in the confirmation's
+        # calibration's 2 + 10 rounds), the working tree's warm-up block and the first stage's 4 blocks (7
+        # calls each: 2 + 5 rounds at 50 ms a step), not in the confirmation's
         if rank != 0 or FIRST_CALLS_SLOW == 1.0:  # REF's copy (1.0) leaves the count to the working tree's
             time.sleep(0.01)
             return
         calls = int(counter.read_text()) + 1 if counter.exists() else 1
         counter.write_text(str(calls))
-        time.sleep(0.01 * (FIRST_CALLS_SLOW if calls <= 12 + 4 * 7 else 1.0))
+        time.sleep(0.01 * (FIRST_CALLS_SLOW if calls <= 12 + 7 + 4 * 7 else 1.0))
 """
 CASES = """
     import os
@@ -70,7 +70,8 @@ CASES = """
     def test_noisy(dist, dmlbench):
         dmlbench(time.sleep, 0.002)
         # -20 % and +20 % in turn from block to block, in opposite phase on the two sides (REF's NOISE_PHASE
-        # is 1, the working tree's 0): block pairs read 0.67x and 1.5x alternately, which four pairs cannot
+        # is 1, the working tree's 3: its count runs one call ahead, the ordinary run's): block pairs read
+        # 0.67x and 1.5x alternately, which four pairs cannot
         # settle against a 10 % threshold, whatever the machine does (random noise made it a coin toss).
         # Only the budget test runs it: with equal phases both sides would share one counter, and the order
         # of a pair's two blocks could then give one side every low reading (a +50 % "regression")
@@ -154,7 +155,7 @@ def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_
 def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path) -> None:
     repo = project(tmp_path / "repo", IN_PROCESS_SLOW="5.0", READING="30.0", FIRST_CALLS_SLOW="5.0")
     # the confirmation is given every pair the first stage had: slow throughout this time
-    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace("if calls <= 12 + 4 * 7", "if calls <= 10**9"))
+    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace("if calls <= 12 + 7 + 4 * 7", "if calls <= 10**9"))
     run, found = paired(repo, "-k", "not noisy")
     assert run.returncode == 1, run.output  # type: ignore[attr-defined]
     assert found["test_in_process"]["dispatch_overhead_s"]["kind"] == "regression"  # a 5x in-process slowdown
@@ -165,7 +166,7 @@ def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path)
 
 
 def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_asked(tmp_path: Path) -> None:
-    repo = project(tmp_path / "repo", NOISE_PHASE="0.0")
+    repo = project(tmp_path / "repo", NOISE_PHASE="3.0")
     run, found = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001")
     assert run.returncode == 0, run.output  # type: ignore[attr-defined]
     noisy = found["test_noisy"]["time_to_accuracy_s"]
