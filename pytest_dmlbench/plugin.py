@@ -60,6 +60,7 @@ from pytest_dmlbench.stash_keys import (
     RESULT_KEY,
     SETTINGS_KEY,
 )
+from pytest_dmlbench.table_layout import wrap_text
 from pytest_dmlbench.world.engine import Engine
 
 SKIP_REASON = "distributed case: run with --dmlbench"
@@ -228,7 +229,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if lines:
         terminalreporter.section("dmlbench gate")
         for line in lines:
-            terminalreporter.write_line(line)
+            for part in wrap_text(line, config.get_terminal_writer().fullwidth, "    "):
+                terminalreporter.write_line(part)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -434,7 +436,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         pytest.fail(decision.problem, pytrace=False)
     failing = failing_verdicts(decision.verdicts, settings.fail_on_improvement, settings.fail_on_inconclusive)
     if failing:
-        pytest.fail(failure_text(failing), pytrace=False)
+        width = item.config.get_terminal_writer().fullwidth
+        pytest.fail("\n".join(wrap_text(failure_text(failing), width, "    ")), pytrace=False)
     return outcome
 
 

@@ -175,3 +175,30 @@ def test_under_the_paired_gate_a_case_line_gives_its_verdict_and_block_pairs(tmp
     assert "; unchanged " in said or "; inconclusive " in said, said
     assert re.search(r"; block pairs \d+(\+\d+)? in \d+ s$", said), said
     assert line < next(i for i, text in enumerate(lines) if "= dmlbench gate =" in text)
+    gate_section = lines[next(i for i, text in enumerate(lines) if "= dmlbench gate =" in text) + 1:]
+    gate_lines = [text for text in gate_section[:next((i for i, t in enumerate(gate_section) if t.startswith("=")),
+                                                      len(gate_section))]]
+    assert gate_lines and all(_fits(text, 120) for text in gate_lines), gate_lines
+
+
+def _fits(line: str, width: int) -> bool:
+    """Within ``width``, or a single word too long to break (a path, a command to copy) after its indent."""
+    return len(line) <= width or len(line.strip().split(" ")) == 1 or line.strip().startswith(("pytest ", "`pytest"))
+
+
+SLOWED_CASE = GATED_CASE.replace("dmlbench(time.sleep, 0.01)", "dmlbench(time.sleep, 0.01 * SLOW)").replace(
+    "import pytest\n", "import pytest\n\n    SLOW = 1\n")
+
+
+def test_a_failing_verdict_is_wrapped_to_the_terminal(tmp_path: Path) -> None:
+    from tests.paired.gitrepo import make_repo
+
+    repo = make_repo(tmp_path / "repo", **{"test_cases.py": SLOWED_CASE, "pytest.ini": "[pytest]\n"})
+    (repo / "test_cases.py").write_text((repo / "test_cases.py").read_text().replace("SLOW = 1", "SLOW = 5"))
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", COLUMNS="70", timeout=600)
+    assert run.returncode == 1, run.output
+    lines = run.lines.lines
+    start = next(i for i, text in enumerate(lines) if "step_time_s regressed against REF HEAD" in text)
+    message = lines[start:next(i for i in range(start, len(lines)) if lines[i].startswith(("=", "_", "-")))]
+    assert len(message) > 3, message  # one verdict's message, several lines at 70 columns
+    assert all(_fits(text, 70) for text in message), message
