@@ -22,6 +22,7 @@ DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
 DEFAULT_PAIR_BUDGET_S = 60.0
+DEFAULT_RUN_ALPHA = 0.01  # the paired gate's chance of a red run on unchanged code (gates/run_level.py)
 
 
 def parse_world_size(value: Any, source: str = "--world-size") -> int:
@@ -87,6 +88,19 @@ def parse_threshold(value: Any, source: str = "--dmlbench-threshold") -> float:
     return number
 
 
+def parse_run_alpha(value: Any, source: str = "--dmlbench-run-alpha") -> float:
+    """A probability in (0, 0.5), given as a number (0.01) or a percentage string (``"1%"``)."""
+    text = str(value).strip()
+    try:
+        number = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+    except ValueError:
+        number = math.nan
+    if isinstance(value, bool) or not 0.0 < number < 0.5:
+        raise ConfigError(f"{source}: {value!r} is not a probability between 0 and 0.5; give e.g. {source} 0.01 "
+                          "(a 1 % chance that a run with nothing changed turns red)")
+    return number
+
+
 def parse_isolation(value: Any, source: str = "--dmlbench-isolation") -> str:
     """persistent (a kept world with the per-case state guard) or fresh (a new world for every case)."""
     return _choice(value, ISOLATIONS, "an isolation", source)
@@ -113,6 +127,7 @@ class DmlbenchConfig:
     ray_spread: bool = False  # Ray launcher: spread a world's ranks across nodes
     fail_on_inconclusive: bool = False  # an item with a figure no test could judge fails
     pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
+    run_alpha: float = DEFAULT_RUN_ALPHA  # paired gate: the run's chance of a red for nothing (gates/run_level.py)
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
 
 
@@ -206,6 +221,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     against = _value(config, "dmlbench_against")
     launcher = _value(config, "dmlbench_launcher")
     budget = _value(config, "dmlbench_pair_budget")
+    run_alpha = _value(config, "dmlbench_run_alpha")
     smoke = bool(_value(config, "dmlbench_smoke"))
     if smoke and (against is not None or _value(config, "dmlbench_save")):
         raise ConfigError("--dmlbench-smoke runs every measurement once, so there is nothing to "
@@ -230,5 +246,6 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         fail_on_inconclusive=bool(_value(config, "dmlbench_fail_on_inconclusive")),
         pair_budget_s=(DEFAULT_PAIR_BUDGET_S if budget is None
                        else parse_positive_seconds(budget, "--dmlbench-pair-budget")),
+        run_alpha=DEFAULT_RUN_ALPHA if run_alpha is None else parse_run_alpha(run_alpha),
         smoke=smoke,
     )

@@ -23,6 +23,7 @@ from pytest_dmlbench.baseline.identity import CASE_ISOLATION
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import (
     DEFAULT_PAIR_BUDGET_S,
+    DEFAULT_RUN_ALPHA,
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WORLD_SIZE,
@@ -38,6 +39,7 @@ from pytest_dmlbench.gates.choose import choose_gate
 from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.wording import failing_verdicts, failure_text
 from pytest_dmlbench.item_case import (
+    IN_PROCESS_FIXTURE,
     callspec_params,
     collected_case,
     prepared_case,
@@ -98,6 +100,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-pair-budget", "dmlbench_pair_budget", {"metavar": "S"},
      f"with --dmlbench-against: seconds of block pairs per case before what is still unclear is called "
      f"inconclusive (default {DEFAULT_PAIR_BUDGET_S:g})"),
+    ("--dmlbench-run-alpha", "dmlbench_run_alpha", {"metavar": "P"},
+     f"with --dmlbench-against: the chance that a run with nothing changed turns red, split over its cases "
+     f"and their figures (default {DEFAULT_RUN_ALPHA:g})"),
 ]
 _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench", "dmlbench", "run the distributed cases (without it they are skipped)"),
@@ -301,7 +306,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     items = [item for item in session.items if SETTINGS_KEY in item.stash and isinstance(item, pytest.Function)]
     gate = session.config.stash[GATE_KEY]
     judged = items + [item for item in session.items if records_in_process(item)]
-    gate.collected([(item.nodeid, Path(item.path)) for item in judged])
+    measuring = sum(1 for item in judged
+                    if isinstance(item, pytest.Function) and {"dmlbench", IN_PROCESS_FIXTURE} & set(item.fixturenames))
+    gate.collected([(item.nodeid, Path(item.path)) for item in judged], measuring)
     try:
         with assertion_explanations(session.config):
             engine.prepare([collected_case(item) for item in items])

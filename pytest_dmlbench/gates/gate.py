@@ -61,8 +61,9 @@ class GateDecision:
 class Gate(Protocol):
     """Judges finished items; one per pytest process, chosen at configure time."""
 
-    def collected(self, items: Sequence[tuple[str, Path]]) -> None:
-        """The run's cases (node id, file), after collection and before the engine starts its worlds."""
+    def collected(self, items: Sequence[tuple[str, Path]], measuring: int) -> None:
+        """The run's cases (node id, file), after collection and before the engine starts its worlds;
+        ``measuring`` of them use a fixture that records figures (the cases the run-level rule counts)."""
 
     def ready(self) -> None:
         """After the engine started its worlds, before the first case runs."""

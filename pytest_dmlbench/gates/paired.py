@@ -35,6 +35,7 @@ from pytest_dmlbench.baseline.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired_plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
+from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
 from pytest_dmlbench.gates.wording import Decision, detectable_text, failing_kinds, word
 from pytest_dmlbench.paired.client import RefLaunch, RefProcess
 from pytest_dmlbench.paired.statistics import (
@@ -146,6 +147,8 @@ class PairedGate:
         self.a_cases: dict[str, str] = {}  # case key -> A's node id
         self.judgements: list[CaseJudgement] = []
         self.rng = random.Random()
+        self.run_rule = RunLevelRule(settings.run_alpha, 1)  # counted again at collection
+        self.first_stage_p: list[tuple[str, str, float]] = []  # (node id, metric, p worse): the watch list's input
         self.one_rank_throughput: dict[str, OneRankBase] = {}  # scaling family -> its one-rank variant's
         self.on_pair: Callable[[str, int], None] | None = None  # told (node id, pairs so far) after each pair
 
@@ -154,8 +157,9 @@ class PairedGate:
         return f"REF {self.launch.label}"
 
     # -- lifecycle --
-    def collected(self, items: Sequence[tuple[str, Path]]) -> None:
+    def collected(self, items: Sequence[tuple[str, Path]], measuring: int) -> None:
         """A's cases (node id, file), before A's worlds start: B starts now, so both start together."""
+        self.run_rule = RunLevelRule(self.settings.run_alpha, measuring)
         self.a_cases = {case_key(nodeid, path, self.launch.repo_root): nodeid for nodeid, path in items}
         if self.a_cases:
             self.ref.start()
@@ -201,7 +205,7 @@ class PairedGate:
         pairs = [sum(j.stages) for j in self.judgements if j.stages]
         if pairs:
             lines.append(f"block pairs per case: median {median(pairs):g}, min {min(pairs)}, max {max(pairs)}")
-        return lines
+        return lines + self.watch_lines()
 
     # -- one case --
     def judge(self, item: JudgedItem, result: CaseResult) -> GateDecision:
@@ -268,22 +272,25 @@ class PairedGate:
                  if n not in SINGLE_READING_METRICS and m.better is not None and n in warm and n not in changed_unit]
         readings: list[dict[str, Any]] = []
         judgement.budget_s = self.budget_s if item.pair_budget_s is None else item.pair_budget_s
-        first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement)
+        first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement, self.alpha)
         judgement.stages.append(first.pairs)
         judgement.block_medians.append(first.record())
+        self._note_first_stage(item, first, timed)
+        # the level a figure is confirmed at: the run's alpha split over its cases and this case's tested figures
+        figure_alpha = self.run_rule.figure_alpha(len(timed) + sum(1 for n in DERIVED_METRICS if n in directed))
         kinds = {t.name: self._kind(first, t, threshold) for t in timed}
         would_fail = failing_kinds(self.settings.fail_on_improvement)
         flagged = [t for t in timed if kinds[t.name] in would_fail]  # only a change that would fail is confirmed
         confirm: Stage | None = None
         if flagged and self.rule.confirm:
-            confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement)
+            confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement, figure_alpha)
             judgement.stages.append(confirm.pairs)
             judgement.block_medians.append(confirm.record())
         verdicts = [self._timed_verdict(item, case.metrics[t.name], t, kinds[t.name], first,
-                                        confirm if t in flagged else None, threshold, judgement)
+                                        confirm if t in flagged else None, threshold, judgement, figure_alpha)
                     for t in timed]
         throughput_stage = confirm if confirm is not None and any(t.name == THROUGHPUT for t in flagged) else first
-        derived = self._derived_verdicts(item, directed, first, throughput_stage, threshold, judgement)
+        derived = self._derived_verdicts(item, directed, first, throughput_stage, threshold, judgement, figure_alpha)
         verdicts += derived
         self._remember_one_rank_throughput(item, first, throughput_stage, judgement)
         missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm
@@ -299,7 +306,8 @@ class PairedGate:
         judgement.verdicts = verdicts
 
     def _derived_verdicts(self, item: JudgedItem, directed: dict[str, MetricResult], first: Stage,
-                          decisive: Stage, threshold: float, judgement: CaseJudgement) -> list[Verdict]:
+                          decisive: Stage, threshold: float, judgement: CaseJudgement,
+                          figure_alpha: float) -> list[Verdict]:
         """``speedup`` and ``scaling_efficiency`` of a scaling variant: the quotient of two paired figures (this
         case's throughput over its one-rank variant's, judged before it in this run), tested on the two
         estimates together (:func:`difference_of`); none when the base or this case's throughput is missing."""
@@ -307,12 +315,12 @@ class PairedGate:
         names = [n for n in ("speedup", "scaling_efficiency") if n in directed]
         if base is None or item.scaling_world_size < 2 or not names or not decisive.usable(THROUGHPUT, "ratio"):
             return []
-        own = decisive.estimate(THROUGHPUT, "higher", "ratio", self.alpha)
+        own = decisive.estimate(THROUGHPUT, "higher", "ratio", figure_alpha)
         if own is None:
             return []
         a_median, b_median = _throughput_medians(first, decisive)
         speedup_a, speedup_b = a_median / base.a, b_median / base.b
-        est = difference_of(own, base.estimate)
+        est = difference_of(own, base.estimate, figure_alpha)  # one stage, judged at the run-level share
         size = float(item.scaling_world_size)
         verdicts = []
         for name in names:
@@ -331,6 +339,24 @@ class PairedGate:
             verdicts.append(self._decision(item, metric, kind, b_value, a_value, threshold, evidence, p_value=p,
                                            detectable_pct=shown.detectable_pct(), runs=decisive.pairs))
         return verdicts
+
+    def _note_first_stage(self, item: JudgedItem, first: Stage, timed: Sequence[Timed]) -> None:
+        """Each tested figure's first-stage p-value (A worse), the input of the end-of-run watch list."""
+        for t in timed:
+            est = first.estimate(t.name, t.better, t.scale, self.alpha) if first.usable(t.name, t.scale) else None
+            if est is not None:
+                self.first_stage_p.append((item.nodeid, t.name, est.p_worse))
+
+    def watch_lines(self) -> list[str]:
+        """The run-level rule's statement and the Benjamini-Hochberg watch list (shown, never failing)."""
+        lines = [self.run_rule.statement()]
+        found = benjamini_hochberg([p for _, _, p in self.first_stage_p], WATCH_FDR)
+        if found:
+            lines.append(f"watch list (first-stage p-values, Benjamini-Hochberg at a {100 * WATCH_FDR:g} % false "
+                         f"discovery rate over {len(self.first_stage_p)} tested figures; shown, not failing):")
+            lines.extend(f"  {self.first_stage_p[i][0]} {self.first_stage_p[i][1]} p={self.first_stage_p[i][2]:.2g}"
+                         for i in found)
+        return lines
 
     def _remember_one_rank_throughput(self, item: JudgedItem, first: Stage, decisive: Stage,
                                       judgement: CaseJudgement) -> None:
@@ -381,13 +407,13 @@ class PairedGate:
         return {"a": a, "b": b}
 
     def _run_stage(self, item: JudgedItem, plan: BlockPlan, timed: Sequence[Timed], threshold: float,
-                   readings: list[dict[str, Any]], begin: float, judgement: CaseJudgement) -> Stage:
+                   readings: list[dict[str, Any]], begin: float, judgement: CaseJudgement, alpha: float) -> Stage:
         """Pairs until every metric is clear, the cap, or the budget (never fewer than the minimum, and at
         least one pair: the single-reading figures are read from the pairs)."""
         stage = Stage()
         while True:
             active = [t for t in timed if stage.usable(t.name, t.scale)]
-            estimates = [stage.estimate(t.name, t.better, t.scale, self.alpha) for t in active] if stage.pairs else []
+            estimates = [stage.estimate(t.name, t.better, t.scale, alpha) for t in active] if stage.pairs else []
             if stage.pairs and not timed:
                 return stage
             if not self.rule.wants_more(estimates, threshold, stage.pairs):
@@ -407,7 +433,8 @@ class PairedGate:
         return "inconclusive" if est is None else judge(est, threshold)
 
     def _timed_verdict(self, item: JudgedItem, metric: MetricResult, t: Timed, kind: Any, first: Stage,
-                       confirm: Stage | None, threshold: float, judgement: CaseJudgement) -> Verdict:
+                       confirm: Stage | None, threshold: float, judgement: CaseJudgement,
+                       figure_alpha: float) -> Verdict:
         budget_spent = judgement.budget_spent
         a_all = first.a.get(t.name, []) + (confirm.a.get(t.name, []) if confirm else [])
         b_all = first.b.get(t.name, []) + (confirm.b.get(t.name, []) if confirm else [])
@@ -418,7 +445,8 @@ class PairedGate:
                    else "block medians not all finite")
             return self._decision(item, metric, "inconclusive", b_med, a_med, threshold,
                                   f"no paired test over {decisive.pairs} block pairs: {why}")
-        est = decisive.estimate(t.name, t.better, t.scale, self.alpha)
+        # a flagged figure fails only when the confirmation finds it at the run-level share of alpha
+        est = decisive.estimate(t.name, t.better, t.scale, figure_alpha if confirm is not None else self.alpha)
         if est is None:
             return self._decision(item, metric, "inconclusive", b_med, a_med, threshold,
                                   f"too few usable block pairs ({decisive.pairs}) for a paired test")
@@ -427,7 +455,8 @@ class PairedGate:
             first_est = first.estimate(t.name, t.better, t.scale, self.alpha) if first.usable(t.name, t.scale) else None
             evidence += (f"; first stage of {first.pairs} block pairs: "
                          + (_estimate_text(first_est, metric.unit) if first_est else "too few usable pairs")
-                         + f", confirmed {'yes' if judge(est, threshold) == kind else 'no'} by the second stage")
+                         + f", confirmed {'yes' if judge(est, threshold) == kind else 'no'} by the second stage "
+                         f"at alpha {figure_alpha:.3g} (the run-level rule)")
             if judge(est, threshold) != kind:
                 kind = "unchanged"  # not confirmed by the independent second stage
         if kind == "unchanged" and budget_spent and not is_clear(est, threshold):

@@ -42,7 +42,7 @@ class StoredGate:
             return GateDecision(problem=str(exc))
         return GateDecision(case.verdicts, notes=list(case.extra.get("notes", [])))
 
-    def collected(self, items: Sequence[tuple[str, Path]]) -> None:
+    def collected(self, items: Sequence[tuple[str, Path]], measuring: int) -> None:
         """Nothing to prepare: baseline files are read as cases finish."""
 
     def ready(self) -> None:

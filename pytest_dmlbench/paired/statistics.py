@@ -137,18 +137,19 @@ def estimate(values: Sequence[float], alpha: float = DEFAULT_ALPHA, scale: Scale
     return PairedEstimate(n, mean, sd, alpha, p_worse, p_better, mean - half, mean + half, scale)
 
 
-def difference_of(many: PairedEstimate, one: PairedEstimate) -> PairedEstimate:
+def difference_of(many: PairedEstimate, one: PairedEstimate, alpha: float | None = None) -> PairedEstimate:
     """The estimate of a figure derived as the quotient of two independently paired figures (a scaling case's
     speedup: its throughput over its one-rank variant's), from the two estimates of those figures in the bad
     direction: the mean log ratio is ``many``'s minus ``one``'s, the standard error adds in quadrature, and the
     degrees of freedom are Welch-Satterthwaite's (rounded down). So a noisy one-rank base widens the interval
-    instead of shifting every pair of the larger world alike."""
+    instead of shifting every pair of the larger world alike. ``alpha``: the level of the combined test
+    (default the larger of the two estimates')."""
     if many.scale != "ratio" or one.scale != "ratio":
         raise ValueError("difference_of combines estimates on the ratio scale")
     se_many, se_one = many.sd_log / math.sqrt(many.pairs), one.sd_log / math.sqrt(one.pairs)
     mean = many.mean_log - one.mean_log
     se = math.hypot(se_many, se_one)
-    alpha = max(many.alpha, one.alpha)
+    alpha = max(many.alpha, one.alpha) if alpha is None else alpha
     if se == 0.0:
         p_worse = 0.0 if mean > 0 else (0.5 if mean == 0 else 1.0)
         p_better = 0.0 if mean < 0 else (0.5 if mean == 0 else 1.0)

@@ -155,7 +155,8 @@ def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_
 def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path) -> None:
     repo = project(tmp_path / "repo", IN_PROCESS_SLOW="5.0", READING="30.0", FIRST_CALLS_SLOW="5.0")
     # the confirmation is given every pair the first stage had: slow throughout this time
-    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace("if calls <= 12 + 7 + 4 * 7", "if calls <= 10**9"))
+    lib = (repo / "lib.py").read_text()
+    (repo / "lib.py").write_text(lib.replace("if calls <= 12 + 7 + 4 * 7", "if calls <= 10**9"))
     run, found = paired(repo, "-k", "not noisy")
     assert run.returncode == 1, run.output  # type: ignore[attr-defined]
     assert found["test_in_process"]["dispatch_overhead_s"]["kind"] == "regression"  # a 5x in-process slowdown

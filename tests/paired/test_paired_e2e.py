@@ -88,8 +88,9 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     assert user_state(project) == before  # REF ran from its own worktree; nothing of the user's changed
     run.lines.fnmatch_lines([
         "*step_time_s regressed against REF HEAD (*): * ms -> * ms, x* slower; threshold 50 %; "
-        "ratio * ?98% CI *? (A/B in the bad direction), one-sided paired t-test p=* (H1: working tree worse) over "
-        "* block pairs, alpha 0.01; per-pair noise *%; first stage of * block pairs: ratio *, confirmed yes *",
+        "ratio * ?*% CI *? (A/B in the bad direction), one-sided paired t-test p=* (H1: working tree worse) over "
+        "* block pairs, alpha *; per-pair noise *%; first stage of * block pairs: ratio *, confirmed yes by the "
+        "second stage at alpha * (the run-level rule)*",
         "Reproduce: pytest --dmlbench --world-size 2 --dmlbench-backend gloo --dmlbench-against * "
         "test_cases.py::test_slowed",
     ])

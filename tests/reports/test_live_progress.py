@@ -137,7 +137,8 @@ def test_the_paired_gate_reports_each_pair() -> None:
     gate = PairedGate.__new__(PairedGate)  # no REF process: only the stage loop is exercised
     gate.rule, gate.alpha = SequentialRule(), 0.01
     gate.on_pair = None
-    stage_args = (SimpleNamespace(nodeid="t.py::test_x"), None, [], 5.0, [], time.monotonic(), CaseJudgement("x"))
+    stage_args = (SimpleNamespace(nodeid="t.py::test_x"), None, [], 5.0, [], time.monotonic(), CaseJudgement("x"),
+                  0.01)
 
     def fake_pair(item: object, plan: object, stage: object, timed: object) -> dict[str, object]:
         stage.a_first.append(True)  # type: ignore[attr-defined]
