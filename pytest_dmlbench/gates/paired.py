@@ -211,7 +211,7 @@ class PairedGate:
     def judge(self, item: JudgedItem, result: CaseResult) -> GateDecision:
         judgement = CaseJudgement(item.nodeid)
         self.judgements.append(judgement)
-        begin = time.monotonic()
+        begin = self._now()
         problem = None
         try:
             self._judge(item, result, judgement, begin)
@@ -221,7 +221,7 @@ class PairedGate:
         except RefError as exc:
             judgement.notes.append("REF stopped serving blocks")
             problem = str(exc)
-        judgement.seconds = time.monotonic() - begin
+        judgement.seconds = self._now() - begin
         plan = judgement.plan or BlockPlan(0, 0)
         extra = {"paired": {
             "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": plan.rounds,
@@ -272,6 +272,26 @@ class PairedGate:
                  if n not in SINGLE_READING_METRICS and m.better is not None and n in warm and n not in changed_unit]
         readings: list[dict[str, Any]] = []
         judgement.budget_s = self.budget_s if item.pair_budget_s is None else item.pair_budget_s
+        verdicts = self._decide(item, directed, timed, plan, threshold, readings, begin, judgement)
+        derived = [v for v in verdicts if v.metric in DERIVED_METRICS]
+        missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm
+                   and n not in {v.metric for v in derived}]
+        verdicts += [self._decision(item, directed[n], "inconclusive" if n in DERIVED_METRICS else "new", None,
+                                    median(directed[n].samples), threshold, _missing_reason(n, self.launch.label))
+                     for n in missing]
+        verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples), threshold,
+                                    f"the unit changed from {warm[n].get('unit')!r} (REF) to {directed[n].unit!r}: "
+                                    "the figures are not comparable") for n in sorted(changed_unit)]
+        verdicts += self._single_verdicts(item, {n: m for n, m in directed.items() if n not in changed_unit},
+                                          readings, threshold)
+        judgement.verdicts = verdicts
+
+    def _decide(self, item: JudgedItem, directed: dict[str, MetricResult], timed: Sequence[Timed], plan: BlockPlan,
+                threshold: float, readings: list[dict[str, Any]], begin: float,
+                judgement: CaseJudgement) -> list[Verdict]:
+        """The decision on the figures tested on block pairs (and the derived ones): the first stage, the
+        confirmation of what it flagged at the run-level share of alpha, the verdicts. Pairs come from
+        :meth:`_pair` (blocks on both servers; recorded pairs when a night is replayed, ``gates/replay.py``)."""
         first = self._run_stage(item, plan, timed, threshold, readings, begin, judgement, self.alpha)
         judgement.stages.append(first.pairs)
         judgement.block_medians.append(first.record())
@@ -286,24 +306,14 @@ class PairedGate:
             confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement, figure_alpha)
             judgement.stages.append(confirm.pairs)
             judgement.block_medians.append(confirm.record())
-        verdicts = [self._timed_verdict(item, case.metrics[t.name], t, kinds[t.name], first,
+        verdicts = [self._timed_verdict(item, directed[t.name], t, kinds[t.name], first,
                                         confirm if t in flagged else None, threshold, judgement, figure_alpha)
                     for t in timed]
         throughput_stage = confirm if confirm is not None and any(t.name == THROUGHPUT for t in flagged) else first
         derived = self._derived_verdicts(item, directed, first, throughput_stage, threshold, judgement, figure_alpha)
         verdicts += derived
         self._remember_one_rank_throughput(item, first, throughput_stage, judgement)
-        missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in warm
-                   and n not in {v.metric for v in derived}]
-        verdicts += [self._decision(item, directed[n], "inconclusive" if n in DERIVED_METRICS else "new", None,
-                                    median(directed[n].samples), threshold, _missing_reason(n, self.launch.label))
-                     for n in missing]
-        verdicts += [self._decision(item, directed[n], "inconclusive", None, median(directed[n].samples), threshold,
-                                    f"the unit changed from {warm[n].get('unit')!r} (REF) to {directed[n].unit!r}: "
-                                    "the figures are not comparable") for n in sorted(changed_unit)]
-        verdicts += self._single_verdicts(item, {n: m for n, m in directed.items() if n not in changed_unit},
-                                          readings, threshold)
-        judgement.verdicts = verdicts
+        return verdicts
 
     def _derived_verdicts(self, item: JudgedItem, directed: dict[str, MetricResult], first: Stage,
                           decisive: Stage, threshold: float, judgement: CaseJudgement,
@@ -392,6 +402,10 @@ class PairedGate:
                               f"ordinary run passed.\n{answer.get('message', '')}")
         return dict(answer["metrics"])
 
+    def _now(self) -> float:
+        """The clock the pair budget is spent on (a replayed night advances its own)."""
+        return time.monotonic()
+
     def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed]) -> dict[str, Any]:
         a_first = self.rng.random() < 0.5
         if a_first:
@@ -418,7 +432,7 @@ class PairedGate:
                 return stage
             if not self.rule.wants_more(estimates, threshold, stage.pairs):
                 return stage
-            if stage.pairs >= self.rule.min_pairs and time.monotonic() - begin > judgement.budget_s:
+            if stage.pairs >= self.rule.min_pairs and self._now() - begin > judgement.budget_s:
                 judgement.budget_spent = True
                 judgement.notes.append(f"pair budget of {judgement.budget_s:g} s spent after {stage.pairs} pairs")
                 return stage

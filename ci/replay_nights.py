@@ -1,0 +1,85 @@
+"""Replay nights from recorded A/A block pairs through the paired gate's decision code.
+
+    python ci/replay_nights.py RESULTS.json [RESULTS.json ...] [--nights 300] [--slowdowns 5,10,15]
+
+RESULTS are the results files of whole-suite paired runs on unchanged code (``ci/nightly.sh`` with a
+comment-only change, or ``--dmlbench-against HEAD`` on a clean tree). Each replayed night runs every case
+once with pairs resampled from the recordings (moving blocks of consecutive pairs) and reports:
+
+- false reds: the share of nights with any failing case when nothing changed (target: at most 1 %);
+- per injected slowdown, per world size: the share of nights in which one case made that much slower is
+  caught (a regression verdict), over cases drawn from those that record ``step_time_s``, and the share in
+  which some *other* case turned red beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from pytest_dmlbench.config import DEFAULT_RUN_ALPHA
+from pytest_dmlbench.gates.replay import RecordedCase, load_recorded, replay_night
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f} %" if whole else "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+", type=Path)
+    parser.add_argument("--nights", type=int, default=300)
+    parser.add_argument("--slowdowns", default="5,10,15", help="percent, comma-separated")
+    parser.add_argument("--injected-nights", type=int, default=100, help="nights per slowdown and world size")
+    parser.add_argument("--block", type=int, default=3, help="consecutive recorded pairs drawn together")
+    parser.add_argument("--run-alpha", type=float, default=DEFAULT_RUN_ALPHA)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        recorded = load_recorded(args.results)
+    except ValueError as exc:
+        print(f"replay_nights: {exc}", file=sys.stderr)
+        return 2
+    cases = sorted(recorded.values(), key=lambda c: c.nodeid)
+    rng = random.Random(args.seed)
+    runs = {len(c.runs) for c in cases}
+    print(f"{len(cases)} cases with recorded pairs from {len(args.results)} file(s) ({min(runs)}-{max(runs)} "
+          f"runs a case, {statistics.median(c.pairs for c in cases):g} pairs a case at the median); "
+          f"run alpha {args.run_alpha:g}, blocks of {args.block} pairs")
+    begin = time.monotonic()
+    red_nights = 0
+    red_by_case: dict[str, int] = defaultdict(int)
+    for _ in range(args.nights):
+        night = replay_night(cases, rng, args.run_alpha, block=args.block)
+        red_nights += bool(night.red_cases)
+        for nodeid in night.red_cases:
+            red_by_case[nodeid] += 1
+    print(f"unchanged code: {red_nights} of {args.nights} nights red ({_percent(red_nights, args.nights)}); "
+          f"{time.monotonic() - begin:.0f} s")
+    for nodeid, count in sorted(red_by_case.items(), key=lambda kv: -kv[1])[:10]:
+        print(f"  red in {count} night(s): {nodeid}")
+    candidates: dict[int, list[RecordedCase]] = defaultdict(list)
+    for case in cases:
+        if "step_time_s" in case.figures:
+            candidates[case.world_size].append(case)
+    for pct in (float(v) for v in args.slowdowns.split(",") if v.strip()):
+        for world_size in sorted(candidates):
+            caught = other_red = 0
+            for _ in range(args.injected_nights):
+                target = rng.choice(candidates[world_size])
+                night = replay_night(cases, rng, args.run_alpha, target.nodeid, pct / 100.0, args.block)
+                caught += night.slowed_kind == "regression"
+                other_red += any(nodeid != target.nodeid for nodeid in night.red_cases)
+            print(f"{pct:g} % slower, one of {len(candidates[world_size])} cases at world size {world_size}: caught "
+                  f"in {_percent(caught, args.injected_nights)} of {args.injected_nights} nights; another case red "
+                  f"in {_percent(other_red, args.injected_nights)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Replayed nights: the paired gate's own decision code fed block pairs recorded on this machine.
+
+A paired run records every case's raw evidence in its results file (``extra.paired.block_medians``: per
+stage, pair by pair, A's and B's block median of each figure). Pooled over whole-suite A/A runs (nothing
+changed between A and B), these are draws of what a night's pairs look like here, slow phases included. A
+replayed night sends every case through :meth:`PairedGate._decide` (first stage, confirmation at the
+run-level share of alpha, verdicts) with pairs drawn by a moving-block bootstrap: runs of ``block``
+consecutive recorded pairs of one run, so that a slow phase spanning neighbouring pairs stays together.
+An injected slowdown multiplies A's values of one case by ``1 + s`` (divides them, for a higher-is-better
+figure). Time is replayed too: each pair costs the case's recorded seconds per pair, so the pair budget
+stops a replayed case where it stopped the real one. Derived figures (speedup) are not replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from pytest_dmlbench.baseline.compare import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.gate import JudgedItem
+from pytest_dmlbench.gates.paired import CaseJudgement, PairedGate, Stage, Timed
+from pytest_dmlbench.gates.paired_plan import BlockPlan
+from pytest_dmlbench.gates.run_level import RunLevelRule
+from pytest_dmlbench.gates.wording import failing_kinds
+from pytest_dmlbench.paired.statistics import SequentialRule
+from pytest_dmlbench.results import Direction, MetricResult, Verdict
+from pytest_dmlbench.student_t import DEFAULT_ALPHA
+
+Pair = tuple[dict[str, float], dict[str, float]]  # A's and B's block medians, per figure
+
+
+@dataclass
+class RecordedCase:
+    """One case's recorded pairs, pooled over runs (each run's pairs kept in their order)."""
+
+    nodeid: str
+    world_size: int
+    threshold_pct: float
+    figures: dict[str, tuple[str, Direction]]  # name -> (unit, better) of the figures tested on pairs
+    runs: list[list[Pair]] = field(default_factory=list)
+    seconds_per_pair: list[float] = field(default_factory=list)
+    budget_s: float = 60.0
+
+    @property
+    def pairs(self) -> int:
+        return sum(len(run) for run in self.runs)
+
+
+def _pairs_of(stages: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[Pair]:
+    pairs: list[Pair] = []
+    for stage in stages:
+        a, b = stage.get("a", {}), stage.get("b", {})
+        for i in range(len(stage.get("a_first", []))):
+            pairs.append(({n: float(a[n][i]) for n in names if n in a and i < len(a[n])},
+                          {n: float(b[n][i]) for n in names if n in b and i < len(b[n])}))
+    return pairs
+
+
+def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0) -> dict[str, RecordedCase]:
+    """Every case with recorded block pairs in the results files ``paths`` (paired runs), pooled by node id.
+    ValueError names a file that is not a paired run's results."""
+    cases: dict[str, RecordedCase] = {}
+    for path in paths:
+        try:
+            document = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a readable results file ({exc})") from None
+        run_threshold = (document.get("run") or {}).get("threshold_pct") or default_threshold_pct
+        found = 0
+        for case in document.get("cases", []):
+            paired = (case.get("extra") or {}).get("paired") or {}
+            stages = paired.get("block_medians") or []
+            figures = {name: (m["unit"], m["better"]) for name, m in case.get("metrics", {}).items()
+                       if m.get("better") in ("higher", "lower") and name not in SINGLE_READING_METRICS
+                       and any(name in stage.get("a", {}) for stage in stages)}
+            pairs = _pairs_of(stages, list(figures))
+            if not pairs:
+                continue
+            found += 1
+            recorded = cases.setdefault(case["nodeid"], RecordedCase(
+                case["nodeid"], int(case.get("world_size") or 0),
+                float(case.get("threshold_pct") or run_threshold), figures,
+                budget_s=float(paired.get("budget_s") or 60.0)))
+            recorded.figures.update(figures)
+            recorded.runs.append(pairs)
+            recorded.seconds_per_pair.append(float(paired.get("seconds") or 0.0) / len(pairs))
+        if not found:
+            raise ValueError(f"{path}: no case records block pairs (is it the results of a --dmlbench-against run "
+                             "made with pytest-dmlbench 0.3 or later?)")
+    return cases
+
+
+def resampled(case: RecordedCase, rng: random.Random, block: int = 3) -> Iterator[Pair]:
+    """Endless pairs of ``case``: runs of ``block`` consecutive recorded pairs from a randomly chosen run and
+    start (a moving-block bootstrap; a run shorter than ``block`` gives all it has)."""
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
+    usable = [run for run in case.runs if run]
+    if not usable:
+        raise ValueError(f"{case.nodeid}: no recorded pairs to resample")
+    while True:
+        run = rng.choice(usable)
+        start = rng.randrange(max(1, len(run) - block + 1))
+        yield from run[start:start + block]
+
+
+def slowed(pair: Pair, figures: Mapping[str, tuple[str, Direction]], slowdown: float) -> Pair:
+    """``pair`` with A made ``slowdown`` worse (0.1: 10 % slower, or 10 % less of a higher-is-better rate);
+    a fraction (judged in points) rises or falls by ``slowdown`` of itself."""
+    if slowdown == 0.0:
+        return pair
+    a = {name: value * (1.0 + slowdown) if figures[name][1] == "lower" else value / (1.0 + slowdown)
+         for name, value in pair[0].items()}
+    return a, pair[1]
+
+
+class ReplayGate(PairedGate):
+    """A paired gate whose pairs come from recordings and whose clock is the pairs' recorded cost."""
+
+    def __init__(self, run_alpha: float, judged_cases: int, fail_on_improvement: bool = False,
+                 rule: SequentialRule | None = None) -> None:
+        self.rule = rule or SequentialRule()
+        self.alpha = DEFAULT_ALPHA
+        self.run_rule = RunLevelRule(run_alpha, judged_cases)
+        self.settings = cast(Any, SimpleNamespace(fail_on_improvement=fail_on_improvement))
+        self.launch = cast(Any, SimpleNamespace(label="REF (replayed)", repo_root=Path(".")))
+        self.tree = cast(Any, SimpleNamespace(commit="replayed0000"))
+        self.on_pair = None
+        self.one_rank_throughput = {}
+        self.first_stage_p = []
+        self.judgements = []
+        self.clock = 0.0
+        self._source: Iterator[Pair] = iter(())
+        self._cost = 0.0
+        self._figures: dict[str, tuple[str, Direction]] = {}
+        self._slowdown = 0.0
+
+    def _now(self) -> float:
+        return self.clock
+
+    def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed]) -> dict[str, Any]:
+        a, b = slowed(next(self._source), self._figures, self._slowdown)
+        self.clock += self._cost
+        stage.a_first.append(True)
+        for t in timed:
+            stage.a.setdefault(t.name, []).append(a.get(t.name, math.nan))
+            stage.b.setdefault(t.name, []).append(b.get(t.name, math.nan))
+        return {"a": {}, "b": {}}
+
+    def replay_case(self, case: RecordedCase, rng: random.Random, slowdown: float = 0.0,
+                    block: int = 3) -> list[Verdict]:
+        """One replayed night of ``case`` (A ``slowdown`` worse than B): its verdicts on the tested figures."""
+        self._source = resampled(case, rng, block)
+        self._cost = sum(case.seconds_per_pair) / len(case.seconds_per_pair)
+        self._figures, self._slowdown = case.figures, slowdown
+        item = JudgedItem(case.nodeid, Path(case.nodeid.split("::")[0]), 0.0, pair_budget_s=case.budget_s)
+        judgement = CaseJudgement(case.nodeid)
+        judgement.budget_s = case.budget_s
+        directed = {name: MetricResult(name, unit, better, [math.nan]) for name, (unit, better) in case.figures.items()}
+        timed = [Timed(name, better, unit) for name, (unit, better) in case.figures.items()]
+        return self._decide(item, directed, timed, BlockPlan(0, 0), case.threshold_pct, [], self._now(), judgement)
+
+
+@dataclass(frozen=True)
+class NightOutcome:
+    """What one replayed night gave: the cases that failed, and the verdict on the slowed case."""
+
+    red_cases: tuple[str, ...]
+    slowed_kind: str | None
+
+
+def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: float,
+                 slowed_case: str | None = None, slowdown: float = 0.0, block: int = 3,
+                 fail_on_improvement: bool = False) -> NightOutcome:
+    """Every case once, in order, through one :class:`ReplayGate`; ``slowed_case`` made ``slowdown`` worse."""
+    gate = ReplayGate(run_alpha, len(cases), fail_on_improvement)
+    failing = failing_kinds(fail_on_improvement)
+    red: list[str] = []
+    slowed_kind: str | None = None
+    for case in cases:
+        verdicts = gate.replay_case(case, rng, slowdown if case.nodeid == slowed_case else 0.0, block)
+        if any(v.kind in failing for v in verdicts):
+            red.append(case.nodeid)
+        if case.nodeid == slowed_case:
+            kinds = {v.kind for v in verdicts}
+            slowed_kind = "regression" if "regression" in kinds else ("unchanged" if kinds == {"unchanged"}
+                                                                       else "inconclusive")
+    return NightOutcome(tuple(red), slowed_kind)

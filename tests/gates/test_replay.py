@@ -1,0 +1,97 @@
+"""Replayed nights: resampling that keeps neighbouring pairs together, injected slowdowns, and the paired
+gate's own decision on recorded pairs."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_dmlbench.gates.replay import RecordedCase, ReplayGate, load_recorded, replay_night, resampled, slowed
+
+FIGURES = {"step_time_s": ("s", "lower"), "throughput_samples_per_s": ("samples/s", "higher")}
+
+
+def _case(nodeid: str = "t.py::test_x", noise: float = 0.03, runs: int = 3, pairs: int = 12,
+          seed: int = 0) -> RecordedCase:
+    """A case recorded in ``runs`` A/A runs: A and B share each pair's machine phase, plus ``noise``."""
+    rng = random.Random(seed)
+    recorded = []
+    for _ in range(runs):
+        run = []
+        for _ in range(pairs):
+            phase = rng.uniform(0.8, 1.25)
+            a, b = 0.01 * phase * rng.gauss(1, noise), 0.01 * phase * rng.gauss(1, noise)
+            run.append(({"step_time_s": a, "throughput_samples_per_s": 64 / a},
+                        {"step_time_s": b, "throughput_samples_per_s": 64 / b}))
+        recorded.append(run)
+    return RecordedCase(nodeid, 2, 10.0, dict(FIGURES), recorded, [1.0] * runs, 60.0)  # type: ignore[arg-type]
+
+
+def test_resampling_draws_runs_of_consecutive_pairs() -> None:
+    run = [({"x": float(i)}, {"x": float(i)}) for i in range(10)]
+    case = RecordedCase("t", 2, 10.0, {"x": ("s", "lower")}, [run], [1.0])
+    stream = resampled(case, random.Random(1), block=3)
+    drawn = [int(next(stream)[0]["x"]) for _ in range(30)]
+    blocks = [drawn[i:i + 3] for i in range(0, 30, 3)]
+    assert all(b[1] == b[0] + 1 and b[2] == b[1] + 1 for b in blocks), blocks
+    assert len({b[0] for b in blocks}) > 1  # negative control: not one block over and over
+
+
+def test_a_slowdown_makes_times_longer_and_rates_lower() -> None:
+    a, b = slowed(({"step_time_s": 1.0, "throughput_samples_per_s": 100.0}, {"step_time_s": 1.0}), FIGURES, 0.1)
+    assert a["step_time_s"] == pytest.approx(1.1) and a["throughput_samples_per_s"] == pytest.approx(100 / 1.1)
+    assert b == {"step_time_s": 1.0}
+
+
+def test_the_replayed_decision_is_the_gates_own() -> None:
+    case = _case()
+    gate = ReplayGate(run_alpha=0.01, judged_cases=1)
+    same = gate.replay_case(case, random.Random(3))
+    assert {v.kind for v in same} == {"unchanged"}, [v.message for v in same]
+    slow = gate.replay_case(case, random.Random(3), slowdown=0.3)
+    assert {v.kind for v in slow} == {"regression"}, [v.message for v in slow]
+    assert "confirmed yes by the second stage" in slow[0].message  # the confirmation ran on replayed pairs
+    # the pair budget is spent on the recorded cost of a pair: 60 s at 10 s a pair stops at the minimum
+    costly = _case(noise=0.3)
+    costly.seconds_per_pair = [10.0] * 3
+    verdicts = ReplayGate(0.01, 1).replay_case(costly, random.Random(4))
+    # (42 % per-pair noise: 7 pairs leave an interval of about +-50 %, never clear of a 10 % threshold)
+    assert {v.kind for v in verdicts} == {"inconclusive"}, [v.message for v in verdicts]
+    assert all("pair budget of 60 s was spent" in v.message and "over 7 block pairs" in v.message for v in verdicts)
+
+
+def test_a_night_reports_the_slowed_case_and_any_other_red() -> None:
+    cases = [_case(f"t.py::test_{i}", seed=i) for i in range(5)]
+    quiet = replay_night(cases, random.Random(5), 0.01)
+    assert quiet.red_cases == () and quiet.slowed_kind is None
+    night = replay_night(cases, random.Random(5), 0.01, "t.py::test_2", 0.3)
+    assert night.slowed_kind == "regression" and night.red_cases == ("t.py::test_2",)
+
+
+def test_recorded_pairs_are_read_from_a_results_file(tmp_path: Path) -> None:
+    stage = {"a_first": [True, False], "a": {"step_time_s": [0.011, 0.012]}, "b": {"step_time_s": [0.010, 0.012]}}
+    results = {"run": {"threshold_pct": 10}, "cases": [
+        {"nodeid": "t.py::test_x", "world_size": 4, "threshold_pct": None,
+         "metrics": {"step_time_s": {"unit": "s", "better": "lower"}, "peak_rss_mb": {"unit": "MB", "better": "lower"}},
+         "extra": {"paired": {"block_medians": [stage], "seconds": 4.0, "budget_s": 60.0}}}]}
+    path = tmp_path / "night.json"
+    path.write_text(json.dumps(results))
+    recorded = load_recorded([path, path])["t.py::test_x"]
+    assert recorded.figures == {"step_time_s": ("s", "lower")}  # single-reading figures are not replayed
+    assert len(recorded.runs) == 2 and recorded.runs[0][0] == ({"step_time_s": 0.011}, {"step_time_s": 0.010})
+    assert recorded.seconds_per_pair == [2.0, 2.0] and recorded.world_size == 4
+
+
+def test_a_file_without_recorded_pairs_is_refused_by_name(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"cases": [{"nodeid": "t", "metrics": {}}]}))
+    with pytest.raises(ValueError, match=re.escape("plain.json: no case records block pairs")):
+        load_recorded([plain])
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(ValueError, match=re.escape("broken.json: not a readable results file")):
+        load_recorded([broken])
