@@ -36,6 +36,7 @@ CASES = """
 def torchrun(folder: Path, *args: str, **env: str) -> Outcome:
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
+         "--log-dir", str(folder / "torchrun-logs"),  # torch's agent would leave a /tmp/torchelastic_* folder
          "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", *args],
         cwd=folder, capture_output=True, text=True, timeout=300, env=clean_env(**env),
     )

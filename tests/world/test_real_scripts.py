@@ -243,8 +243,9 @@ def test_under_torchrun_the_launchers_group_is_adopted_and_kept(tmp_path: Path) 
     destroy keeps it (torch's own destroy would end the run: the launcher's world cannot be rebuilt)."""
     _files(tmp_path, test_torchrun=tutorial_cases(2) + DESTROY, **{"pytest.ini": "[pytest]\n"})
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "pytest",
-         "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", "-v"],
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "--log-dir", str(tmp_path / "torchrun-logs"),  # not a /tmp/torchelastic_* folder left behind
+         "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", "-v"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env())
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output

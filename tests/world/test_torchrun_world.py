@@ -56,7 +56,8 @@ def _torchrun(folder: Path, nproc: int, *args: str, nnodes: int = 1, node_rank: 
                    "--node-rank", str(node_rank)])
     return subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", *rendezvous, "--nnodes", str(nnodes),
-         "--nproc-per-node", str(nproc), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+         "--nproc-per-node", str(nproc), "--log-dir", str(folder / f"torchrun-logs-{node_rank}"),  # not in /tmp
+         "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
          "--dmlbench", *args],
         cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(**env),
     )
