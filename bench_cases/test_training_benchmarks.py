@@ -40,6 +40,7 @@ STRATEGY_OPTIONS: dict[str, dict[str, Any]] = {
     "local_sgd": {"period": 1},
     "fp16": {},
     "powersgd": {},
+    "fsdp": {},
 }
 
 

@@ -26,13 +26,18 @@ with :func:`set_interceptor` sees every counted operation (``fn(op, nbytes, call
 
 What is seen: calls of the functions named in :data:`PAYLOAD` made through the module attribute at call
 time (``dist.all_reduce(...)``, ``torch.distributed.distributed_c10d.all_reduce(...)``), including those
-made by Python DDP communication hooks such as ``allreduce_hook``; a collective that torch implements by
-calling another one is counted once. What is NOT seen: functions bound before instrumentation
-(``from torch.distributed import all_reduce`` at import time), calls on ``ProcessGroup`` objects directly,
-``*_object`` collectives, ``batch_isend_irecv``, and everything DDP's C++ reducer does on its own: DDP
-without a registered Python hook all-reduces its buckets in C++. Register :func:`counting_comm_hook` (it
-wraps the default ``allreduce_hook``, or any hook you pass) to count DDP's bucket bytes and their
-completion time.
+made by Python DDP communication hooks such as ``allreduce_hook`` and by FSDP2 (``fully_shard``: its
+``all_gather_single`` and ``reduce_scatter_single``), and the functional collectives of
+``torch.distributed._functional_collectives`` named in :data:`FUNCTIONAL_PAYLOAD` (what DTensor, and so
+tensor parallelism, calls); a collective that torch implements by calling another one is counted once. A
+functional collective returns its tensor before the data has arrived; its interval ends when the call
+returns (the wait, at the tensor's first use, is not seen). What is NOT seen: functions bound before
+instrumentation (``from torch.distributed import all_reduce`` at import time), calls on ``ProcessGroup``
+objects directly, ``*_object`` collectives, ``batch_isend_irecv``, ``torch.ops._c10d_functional`` operators
+called directly (compiled graphs, DTensor's shard-to-shard all-to-all), and everything DDP's C++ reducer
+does on its own: DDP without a registered Python hook all-reduces its buckets in C++. Register
+:func:`counting_comm_hook` (it wraps the default ``allreduce_hook``, or any hook you pass) to count DDP's
+bucket bytes and their completion time.
 Asynchronous handles are returned wrapped in a proxy (attribute access is forwarded), so code that checks
 ``isinstance(work, dist.Work)`` sees a different type while instrumentation is on.
 """
@@ -93,6 +98,29 @@ PAYLOAD: dict[str, Callable[[Mapping[str, Any]], int]] = {
     "isend": _arg("tensor"),
     "irecv": _arg("tensor"),
     "barrier": lambda args: 0,
+}
+
+# The functional collectives (``torch.distributed._functional_collectives``, what DTensor and so tensor
+# parallelism call): the tensor this rank contributes is ``self`` (``inputs`` for the coalesced
+# reduce-scatters). Recorded under their name without ``_autograd``, by the same payload rule as above.
+FUNCTIONAL_PAYLOAD: dict[str, Callable[[Mapping[str, Any]], int]] = {
+    "all_reduce": _arg("self"),
+    "all_reduce_coalesced": _list_arg("self"),
+    "broadcast": _arg("self"),
+    "all_gather_tensor": _arg("self"),
+    "all_gather_tensor_autograd": _arg("self"),
+    "all_gather_single": _arg("self"),
+    "all_gather_single_autograd": _arg("self"),
+    "all_gather_into_tensor_coalesced": _list_arg("self"),
+    "all_gather_single_coalesced": _list_arg("self"),
+    "reduce_scatter_tensor": _arg("self"),
+    "reduce_scatter_tensor_autograd": _arg("self"),
+    "reduce_scatter_single": _arg("self"),
+    "reduce_scatter_single_autograd": _arg("self"),
+    "reduce_scatter_tensor_coalesced": _list_arg("inputs"),
+    "reduce_scatter_single_coalesced": _list_arg("inputs"),
+    "all_to_all_single": _arg("self"),
+    "all_to_all_single_autograd": _arg("self"),
 }
 
 DDP_BUCKET_OP = "ddp_bucket"
@@ -311,10 +339,23 @@ def _group_size(group: Any) -> int:
     return int(dist.get_world_size(group))
 
 
-def _counting(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _counting(
+    op: str,
+    original: Callable[..., Any],
+    payload: Callable[[Mapping[str, Any]], int] | None = None,
+    group_size: Callable[[Any], int] | None = None,
+    recorded_as: str | None = None,
+    timed_work: bool = True,
+) -> Callable[..., Any]:
+    """A counting wrapper of ``original`` (defaults: those of the ``torch.distributed`` collective ``op``).
+
+    ``timed_work=False`` returns the result as is (a functional collective returns a tensor, whose own
+    ``wait`` must not be proxied); its interval then ends when the call returns.
+    """
     signature = inspect.signature(original)
-    payload = PAYLOAD[op]
-    recorded_as = RECORDED_AS.get(op, op)
+    payload_of = payload if payload is not None else PAYLOAD[op]
+    size_of_group = group_size if group_size is not None else _group_size
+    name = recorded_as if recorded_as is not None else RECORDED_AS.get(op, op)
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -322,19 +363,19 @@ def _counting(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
         if not counters:
             return original(*args, **kwargs)
         arguments = signature.bind(*args, **kwargs).arguments
-        nbytes = payload(arguments) if _group_size(arguments.get("group")) > 1 else 0
+        nbytes = payload_of(arguments) if size_of_group(arguments.get("group")) > 1 else 0
         interceptor = _interceptor
         start = now()
         with _suppressed():  # a collective implemented through another one is counted once
             if interceptor is None:
                 result = original(*args, **kwargs)
             else:
-                result = interceptor(recorded_as, nbytes, lambda: original(*args, **kwargs))
+                result = interceptor(name, nbytes, lambda: original(*args, **kwargs))
         end = now()
         for counter in counters:
-            counter.record_call(recorded_as, nbytes, end - start)
-        if result is not None and hasattr(result, "wait"):
-            return _TimedWork(result, recorded_as, start, counters)
+            counter.record_call(name, nbytes, end - start)
+        if timed_work and result is not None and hasattr(result, "wait"):
+            return _TimedWork(result, name, start, counters)
         for counter in counters:
             counter.record_interval(start, end)
         return result
@@ -348,6 +389,26 @@ def _modules() -> list[Any]:
     import torch.distributed.distributed_c10d as c10d
 
     return [dist, c10d]
+
+
+def _functional_module() -> Any:
+    """``torch.distributed._functional_collectives``, or None where this torch has none."""
+    try:
+        import torch.distributed._functional_collectives as funcol
+    except ImportError:
+        return None
+    return funcol
+
+
+def _functional_group_size(group: Any) -> int:
+    """Ranks in a functional collective's group (a process group, its name, ranks, a mesh or (mesh, dim))."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    if isinstance(group, str):  # a group's name: c10d's private resolver, not re-exported
+        resolve: Callable[[Any], Any] = vars(c10d)["_resolve_process_group"]
+        return int(dist.get_world_size(resolve(group)))
+    return int(_functional_module()._expand_group(group)[2])
 
 
 def original(op: str) -> Callable[..., Any]:
@@ -367,6 +428,16 @@ def _install() -> None:
                 continue
             _originals[(module, op)] = current
             setattr(module, op, _counting(op, current))
+    funcol = _functional_module()
+    if funcol is None:
+        return
+    for op, payload in FUNCTIONAL_PAYLOAD.items():
+        current = getattr(funcol, op, None)
+        if current is None or hasattr(current, "__dmlbench_original__"):
+            continue
+        _originals[(funcol, op)] = current
+        setattr(funcol, op, _counting(op, current, payload, _functional_group_size,
+                                      op.removesuffix("_autograd"), timed_work=False))
 
 
 def _uninstall() -> None:

@@ -20,6 +20,9 @@ STRATEGIES = ("allreduce", "bucketed", "ddp", "fp16", "local_sgd", "powersgd", "
 # Strategies that exist but cannot run as an experiment, and why.
 UNSUPPORTED_STRATEGIES = {
     "deepspeed": "not yet checked as an experiment; write a @pytest.mark.dmlbench case with strategies.build instead",
+    "fsdp": "not yet checked as an experiment; write a @pytest.mark.dmlbench case with strategies.build instead",
+    "tensor_parallel": "not yet checked as an experiment; write a @pytest.mark.dmlbench case with strategies.build "
+                       "instead",
     "horovod": "Horovod needs its own launcher (horovodrun): run bench_cases/test_horovod.py under it",
     "pipeline": "its ranks hold one stage each, not the whole model, so an experiment cannot evaluate it; "
                 "write a @pytest.mark.dmlbench case instead",

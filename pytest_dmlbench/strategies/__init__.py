@@ -2,8 +2,9 @@
 
 Names: ``ddp``, ``fp16``, ``powersgd`` (:mod:`.ddp`), ``allreduce`` (:mod:`.allreduce`), ``bucketed``
 (:mod:`.bucketed`), ``ps`` (:mod:`.parameter_server`), ``local_sgd`` (:mod:`.local_sgd`), ``pipeline``
-(:mod:`.pipeline`) and ``robust`` (provided by :mod:`pytest_dmlbench.robust`). Each module is imported on
-first use; :func:`register` adds further strategies.
+(:mod:`.pipeline`), ``fsdp`` (:mod:`.fsdp`, FSDP2), ``tensor_parallel`` (:mod:`.tensor_parallel`, DTensor)
+and ``robust`` (provided by :mod:`pytest_dmlbench.robust`). Each module is imported on first use;
+:func:`register` adds further strategies.
 """
 
 from __future__ import annotations

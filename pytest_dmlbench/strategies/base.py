@@ -192,6 +192,8 @@ _LAZY_MODULES: dict[str, str] = {
     "robust": "pytest_dmlbench.robust.strategy",
     "deepspeed": "pytest_dmlbench.strategies.zero",
     "horovod": "pytest_dmlbench.strategies.horovod_allreduce",
+    "fsdp": "pytest_dmlbench.strategies.fsdp",
+    "tensor_parallel": "pytest_dmlbench.strategies.tensor_parallel",
 }
 
 
