@@ -224,7 +224,8 @@ def test_tensor_parallel_bytes_match_the_formula(dist: Any, world_size: int) -> 
 
 @pytest.mark.parametrize("world_size", pinned(2))
 def test_tensor_parallel_bytes_with_a_backward_all_reduce(dist: Any, world_size: int) -> None:
-    """On the cnn the pair follows the convolutions, so its input gradient is all-reduced too."""
+    """On the cnn the pair follows the convolutions, so its input gradient is all-reduced too (not by the
+    twin)."""
     model = models.small_cnn(10, channels=(4, 8), hidden=16, seed=0)
     batch = 4
     strategy = build("tensor_parallel", model, lr=0.1)
@@ -235,6 +236,10 @@ def test_tensor_parallel_bytes_with_a_backward_all_reduce(dist: Any, world_size:
     counted = strategy.comm_bytes_by_op
     error = None if counted == expected else f"counted {counted}, documented {expected}"
     raise_on_all_ranks(error, what="tensor_parallel cnn bytes")
+    twin = strategy.twin()  # leaves out the backward all-reduce of the input gradient too
+    twin.step(*batch_for(twin, images), F.cross_entropy)
+    raise_on_all_ranks(f"twin sent {twin.comm_bytes_by_op}" if twin.comm_bytes_last_step else None,
+                       what="tensor_parallel cnn twin")
 
 
 @pytest.mark.parametrize("world_size", pinned(2))
