@@ -1,6 +1,6 @@
 """``tensor_parallel``: Megatron-style tensor parallelism on DTensor (``parallelize_module``).
 
-Pairs of linear layers are split over all ranks: in an ``nn.Sequential`` (searched through containers),
+Pairs of linear layers are split over all ranks: in an ``nn.Sequential`` (anywhere in the model),
 a ``Linear`` followed, after parameter-free modules only (``ReLU``, ``GELU``, ``Dropout`` ...), by another
 ``Linear`` is a pair (taken greedily from the front, so ``Linear, ReLU, Linear, ReLU, Linear`` has one). The
 first layer is ``ColwiseParallel`` (its output features split, each rank computing its slice of the hidden
@@ -12,7 +12,9 @@ Data: unlike the data-parallel strategies, every rank computes on the *same* sam
 batch is one shard: ``data_rank = 0`` and ``data_world_size = 1`` on every rank (``batch_for`` hands every
 rank the whole batch) and the returned loss is the loss of the global batch. One step therefore equals
 single-process SGD on the global batch, as for the other strategies; only the split differs (model, not
-data). There is no gradient synchronisation: each rank's shard gradient is already complete.
+data). There is no gradient synchronisation: each rank's shard gradient is already complete, and a
+replicated parameter gets the same gradient on every rank (everything after a pair is computed from its
+all-reduced output; a pair's input gradient is all-reduced before it flows further back).
 
 Per step, per pair with ``F`` output features on a batch of ``B`` samples (itemsize ``s``): one
 ``all_reduce`` of the pair's output, ``B F s`` bytes, in the forward; plus, when the pair's input needs a
