@@ -45,7 +45,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     """The environment of an inner pytest run: no xdist worker identity leaking in from the outer run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
     env.pop("PYTEST_ADDOPTS", None)
-    env["COLUMNS"] = "1000"  # messages on one line each, to be matched; tests of the layout set their own width
     env.update(extra)
     return env
 

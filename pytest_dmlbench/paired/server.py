@@ -54,6 +54,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CHANNEL_KEY] = channel
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A block server keeps only the world of the case it serves (the engine's pool, where it has one): the
+    paired gate runs two servers beside the session's own worlds, and restarting a world costs ~0.1 s."""
+    from pytest_dmlbench.stash_keys import ENGINE_KEY
+
+    engine = session.config.stash.get(ENGINE_KEY, None)
+    pool = getattr(engine, "pool", None)
+    if pool is not None:
+        pool.one_world_at_a_time = True
+
+
 class _CaseSlot:
     """The one case currently set up (fixtures filled), torn down when another case is asked for."""
 

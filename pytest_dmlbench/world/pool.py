@@ -32,6 +32,9 @@ class WorldPool:
         self._init_timeout_s = init_timeout_s
         self._zygote: ZygoteHandle | None = None
         self._worlds: dict[tuple[str, int], World] = {}
+        # keep only the world in use: a block server (the paired gate runs two beside the session) would
+        # otherwise keep a world of every size it served alive, ~0.5 GB a rank, for the whole run
+        self.one_world_at_a_time = False
         self._ids = itertools.count(1)
         self.root = tempfile.mkdtemp(prefix=f"dmlbench-{os.getpid()}-")
         self.cuda_initialised_before_fork = False
@@ -51,6 +54,9 @@ class WorldPool:
     def world(self, backend: str, world_size: int) -> World:
         """A healthy world of this shape, starting (or restarting) it when needed."""
         key = (backend, world_size)
+        if self.one_world_at_a_time:
+            for other in [k for k in self._worlds if k != key]:
+                self._worlds.pop(other).stop()
         current = self._worlds.get(key)
         if current is not None and not current.broken:
             return current

@@ -82,7 +82,7 @@ def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None
 
 def test_injected_slowdown_fails_the_item_and_junit_records_it(project: Path) -> None:
     save(project)
-    slow = run_pytest(project, "--dmlbench", "--junitxml", "junit.xml", SLOWDOWN="2.5")
+    slow = run_pytest(project, "--dmlbench", "--junitxml", "junit.xml", SLOWDOWN="2.5", COLUMNS="1000")
     assert slow.returncode == 1, slow.output
     slow.lines.fnmatch_lines([
         "*step_time_s regressed*threshold 50*one-sided t-test on log block medians p=* < alpha 0.01 "
@@ -257,7 +257,7 @@ def test_refresh_script_saves_repeatedly_and_verdicts_use_the_run_history(projec
     verdict = json.loads((project / "results.json").read_text())["cases"][0]["verdicts"][0]
     assert verdict["baseline_runs"] == 3 and verdict["between_runs_p"] is not None
     assert "3 saved runs of the baseline, run-to-run spread" in verdict["message"]
-    slow = run_pytest(project, "--dmlbench", ONLY_A, SLOWDOWN="2.5")
+    slow = run_pytest(project, "--dmlbench", ONLY_A, SLOWDOWN="2.5", COLUMNS="1000")  # matched whole
     assert slow.returncode == 1, slow.output
     slow.lines.fnmatch_lines(["*step_time_s regressed*between runs p=* < alpha 0.01 (3 saved runs*"])
 

@@ -123,7 +123,7 @@ def paired(repo: Path, *args: str) -> tuple[object, dict[str, dict[str, dict[str
     for used in [counter / "calls", *counter.glob("noisy-*")]:
         used.unlink(missing_ok=True)
     run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-json", str(results), *args,
-                     timeout=900, COUNTER_DIR=str(counter))
+                     timeout=900, COUNTER_DIR=str(counter), COLUMNS="1000")  # messages on one line, matched whole
     return run, verdicts(results)
 
 

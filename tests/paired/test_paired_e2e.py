@@ -11,6 +11,8 @@ import pytest
 from tests.conftest import run_pytest, write_files
 from tests.paired.gitrepo import commit_all, git, make_repo, user_state
 
+WIDE = "1000"  # terminal columns: each verdict message on one line, to be matched whole
+
 # These tests check the gate's plumbing, not the machine's noise: cases carry a 50 % threshold and the
 # injected slowdown is 2.5x, so neither a loaded machine nor a quiet one can flip a verdict.
 LIB_REF = """
@@ -83,7 +85,7 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     junit = project.parent / "junit.xml"
     results_json = project.parent / "results.json"
     run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "--junitxml", str(junit),
-                     "--dmlbench-json", str(results_json), timeout=900)
+                     "--dmlbench-json", str(results_json), timeout=900, COLUMNS=WIDE)
     assert run.returncode == 1, run.output
     assert user_state(project) == before  # REF ran from its own worktree; nothing of the user's changed
     run.lines.fnmatch_lines([
@@ -121,7 +123,7 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
 def test_negative_control_the_same_change_passes_under_a_threshold_it_does_not_reach(project: Path) -> None:
     """The failures above come from the gate's rule: with thresholds beyond the changes, the same runs pass."""
     run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "-k", "slowed or bytes", timeout=900,
-                     CASE_THRESHOLD="1000")
+                     CASE_THRESHOLD="1000", COLUMNS=WIDE)
     assert run.returncode == 0, run.output
     run.lines.fnmatch_lines(["test_cases.py::test_slowed: step_time_s unchanged x* slower*",
                              "test_cases.py::test_bytes:*comm_bytes_per_step unchanged +88.9 % larger*"])
@@ -138,7 +140,7 @@ def test_saved_baselines_record_their_commit_and_baseline_re_measures_it(project
     files = list(store.glob("*/*/*.json"))
     assert [json.loads(f.read_text())["run"]["commit"] for f in files] == [head]
     run = run_pytest(project, "--dmlbench", "-k", "same", "--dmlbench-against", "baseline",
-                     "--dmlbench-baseline-dir", str(store), timeout=600)
+                     "--dmlbench-baseline-dir", str(store), timeout=600, COLUMNS=WIDE)
     assert run.returncode == 0, run.output
     # the baseline dir outside the repository makes pytest take their common parent as rootdir
     run.lines.fnmatch_lines([f"REF baseline ({head[:12]}): *", "*test_cases.py::test_same: step_time_s unchanged*"])
@@ -159,7 +161,8 @@ def test_bad_input_is_a_usage_error(project: Path, args: tuple[str, ...], expect
 
 def test_not_a_git_repository_is_a_usage_error(tmp_path: Path) -> None:
     write_files(tmp_path, **{"test_x.py": "def test_x():\n    pass\n"})
-    run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-against", "main", GIT_CEILING_DIRECTORIES=str(tmp_path.parent))
+    run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-against", "main", GIT_CEILING_DIRECTORIES=str(tmp_path.parent),
+                     COLUMNS=WIDE)
     assert run.returncode == 4, run.output
     run.lines.fnmatch_lines(["ERROR: --dmlbench-against: * is not inside a git repository*"])
 
@@ -174,7 +177,7 @@ def test_ref_whose_plugin_is_too_old_gets_the_version_it_needs(tmp_path: Path) -
     })
     git(repo, "rm", "-q", "-r", "pytest_dmlbench")
     commit_all(repo, "the plugin leaves the tree")
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD~1")
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD~1", COLUMNS=WIDE)
     assert run.returncode == 4, run.output
     run.lines.fnmatch_lines([
         "ERROR: REF HEAD~1 (*) could not serve blocks: its pytest-dmlbench (0.1.0) has no paired server; "
@@ -196,7 +199,7 @@ def test_ref_holding_the_plugin_serves_with_its_own_copy(tmp_path: Path) -> None
     shutil.copytree(Path(pytest_dmlbench.__file__).parent, repo / "pytest_dmlbench",
                     ignore=shutil.ignore_patterns("__pycache__"))
     commit = commit_all(repo, "the plugin in the tree")
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600)
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600, COLUMNS=WIDE)
     assert run.returncode == 0, run.output
     run.lines.fnmatch_lines([
         f"REF HEAD ({commit[:12]}): worktree */.git/dmlbench-worktrees/{commit}, pytest-dmlbench "
@@ -236,7 +239,7 @@ def test_ref_killed_mid_run_fails_the_cases_it_leaves_with_its_output(tmp_path: 
     repo = make_repo(tmp_path / "repo", **{"conftest.py": REF_DIES_CONFTEST, "test_x.py": REF_DIES_CASES,
                                           "pytest.ini": "[pytest]\n"})
     before = user_state(repo)
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600)
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600, COLUMNS=WIDE)
     assert run.returncode == 1, run.output
     assert user_state(repo) == before
     run.lines.fnmatch_lines([
