@@ -30,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies.base import LossFn, register
+from pytest_dmlbench.strategies.base import register
 from pytest_dmlbench.strategies.sharded import ShardedStrategy, require_sharding_support
 
 require_sharding_support("fsdp")  # before the imports below: a clear error on an older torch
@@ -104,11 +104,3 @@ class FSDPStrategy(ShardedStrategy):
     def _reduce_scatter(self) -> DefaultReduceScatter | None:
         """The gradient reduce-scatter in place of FSDP2's own (None: FSDP2's own)."""
         return None if self.communicate else LocalReduceScatter()
-
-    def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        x, y = self._begin_step(inputs, targets, sync_buffers=False)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(self.model(x), y)
-        loss.backward()
-        self.optimizer.step()
-        return float(loss.detach())

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies.base import Strategy
+from pytest_dmlbench.strategies.base import LossFn, Strategy
 
 # What the two strategies use, as (module, attribute): FSDP2 with replaceable collectives, DTensor with
 # tensor-parallel styles, and device meshes over an existing group (torch 2.14.1 has them all).
@@ -76,6 +76,8 @@ def world_mesh(device: torch.device) -> Any:
 class ShardedStrategy(Strategy):
     """A strategy whose parameters are DTensors; starts from rank 0's parameters and buffers."""
 
+    optimizer: torch.optim.Optimizer  # made by the subclass once its parameters are sharded
+
     def __init__(self, model: nn.Module, **common: Any) -> None:
         super().__init__(model, **common)
         self._broadcast_parameters_from(0)  # before sharding: every shard is cut from rank 0's values
@@ -94,3 +96,13 @@ class ShardedStrategy(Strategy):
 
     def _model_for_twin(self) -> nn.Module:
         return self.unsharded_model()
+
+    def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
+        """A plain SGD step: the sharding's collectives run inside the model's forward and backward (FSDP2's
+        hooks, DTensor's redistributions), so the step itself synchronises nothing."""
+        x, y = self._begin_step(inputs, targets, sync_buffers=False)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach())

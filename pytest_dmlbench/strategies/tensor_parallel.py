@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.strategies.base import LossFn, register
+from pytest_dmlbench.strategies.base import register
 from pytest_dmlbench.strategies.sharded import ShardedStrategy, require_sharding_support
 
 require_sharding_support("tensor_parallel")  # before the imports below: a clear error on an older torch
@@ -136,11 +136,3 @@ class TensorParallelStrategy(ShardedStrategy):
             else:
                 plan[first], plan[second] = _LocalColwise(), RowwiseParallel(output_layouts=Partial())
         return plan
-
-    def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
-        x, y = self._begin_step(inputs, targets, sync_buffers=False)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(self.model(x), y)
-        loss.backward()
-        self.optimizer.step()
-        return float(loss.detach())
