@@ -57,9 +57,9 @@ def _figures(folder: Path) -> dict[str, dict[str, float]]:
 
 def test_the_peak_of_a_case_is_the_same_after_a_case_that_kept_memory(tmp_path: Path) -> None:
     """One session, so that both readings share the rank processes and their start: the same measured case
-    runs before and after a case that kept 150 MB, both after a warm-up case that did the code's one-time set-up
-in the rank (which a rank's first use of it does count). (Two sessions would compare rank start-up sizes
-    too, which differ by up to 20 MB between sessions on a loaded machine.)"""
+    runs before and after a case that kept 150 MB, both after a warm-up case that did the code's one-time
+    set-up in the rank (a rank's first use of code does count, as documented). Two sessions would compare
+    rank start-up sizes too, which differed by 20 MB between sessions on a loaded machine."""
     write_files(tmp_path, **{"test_cases.py": CASES})
     figures = _figures(tmp_path)
     first, after = figures["test_1_measured_first"], figures["test_3_measured_after"]
