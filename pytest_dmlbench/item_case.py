@@ -18,6 +18,7 @@ import pytest
 
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder
 from pytest_dmlbench.gates.gate import BlockResult
+from pytest_dmlbench.measure.op_profile import ProfileSlot, profiled
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.results import MetricResult
 from pytest_dmlbench.stash_keys import BACKEND_KEY, ENGINE_KEY, LOCAL_METRICS_KEY, SETTINGS_KEY
@@ -59,8 +60,11 @@ def run_block(item: pytest.Function, block: BlockBudget) -> BlockResult:
         status = "skipped" if statuses == {"skipped"} else "failed"
         return BlockResult(status, message=failure_text(run, case.world_size, case.backend), elapsed_s=elapsed)
     facts = CaseFacts(item.nodeid, {}, case.world_size, case.backend, None)
-    result = CaseResultBuilder().from_ranks(facts, [r.outcome for r in run.ranks])
-    return BlockResult("passed", _as_block_metrics(result.metrics if result is not None else {}), elapsed_s=elapsed)
+    outcomes = [r.outcome for r in run.ranks]
+    result = CaseResultBuilder().from_ranks(facts, outcomes)
+    profile = next((o.profile for o in outcomes if o is not None and o.rank == 0), None)
+    return BlockResult("passed", _as_block_metrics(result.metrics if result is not None else {}), elapsed_s=elapsed,
+                       profile=profile)
 
 
 def _as_block_metrics(metrics: Mapping[str, MetricResult]) -> dict[str, dict[str, Any]]:
@@ -88,8 +92,13 @@ def run_in_process_block(item: pytest.Function, block: BlockBudget) -> BlockResu
     arguments = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
     begin = time.monotonic()
     metrics.block = block
+    slot = ProfileSlot()
     try:
-        item.obj(**arguments)
+        if block.profile:
+            with profiled() as slot:
+                item.obj(**arguments)
+        else:
+            item.obj(**arguments)
     except pytest.skip.Exception as exc:
         return BlockResult("skipped", message=str(exc.msg), elapsed_s=time.monotonic() - begin)
     except Exception as exc:  # the body failed in this block: reported with its traceback
@@ -97,4 +106,5 @@ def run_in_process_block(item: pytest.Function, block: BlockBudget) -> BlockResu
                            elapsed_s=time.monotonic() - begin)
     finally:
         metrics.block = None
-    return BlockResult("passed", _as_block_metrics(metrics.metrics), elapsed_s=time.monotonic() - begin)
+    return BlockResult("passed", _as_block_metrics(metrics.metrics), elapsed_s=time.monotonic() - begin,
+                       profile=slot.profile.to_dict() if slot.profile is not None else None)

@@ -25,6 +25,7 @@ class BlockResult:
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     message: str = ""
     elapsed_s: float = 0.0
+    profile: dict[str, Any] | None = None  # rank 0's ``BlockProfile.to_dict`` for a profiled block
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ A scaling case's ``speedup`` and ``scaling_efficiency`` are computed per block f
 side's one-rank throughput, and judged on those pairs. Single-reading figures (bytes per step, peak memory)
 are compared directly. What cannot be tested (too few
 usable pairs, the per-case pair budget spent before the result was clear or confirmed, a REF too old to
-re-measure in-process figures) is ``inconclusive``, with the reason.
+re-measure in-process figures) is ``inconclusive``, with the reason. A confirmed timing regression is
+explained: one profiled block of each side, compared by operator (``gates/profile_diff.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import random
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,10 @@ from pytest_dmlbench.baseline.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired_plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
+from pytest_dmlbench.gates.profile_diff import grown, growth_text
 from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
 from pytest_dmlbench.gates.wording import Decision, detectable_text, failing_kinds, word
+from pytest_dmlbench.measure.op_profile import BlockProfile
 from pytest_dmlbench.paired.client import RefLaunch, RefProcess
 from pytest_dmlbench.paired.statistics import (
     PairedEstimate,
@@ -104,6 +107,7 @@ class CaseJudgement:
     seconds: float = 0.0
     budget_s: float = 0.0
     budget_spent: bool = False
+    profile: dict[str, Any] | None = None  # a confirmed regression's profiled blocks (gates/profile_diff.py)
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,8 @@ class PairedGate:
             "seconds": judgement.seconds, "budget_s": judgement.budget_s, "budget_spent": judgement.budget_spent,
             "block_medians": judgement.block_medians,
         }}
+        if judgement.profile is not None:
+            extra["paired"]["profile"] = judgement.profile
         return GateDecision(list(judgement.verdicts), extra=extra, problem=problem)
 
     def _threshold(self, case: CaseResult) -> float:
@@ -285,6 +291,36 @@ class PairedGate:
         verdicts += self._single_verdicts(item, {n: m for n, m in directed.items() if n not in changed_unit},
                                           readings, threshold)
         judgement.verdicts = verdicts
+        timed_names = {t.name for t in timed} | DERIVED_METRICS
+        if any(v.kind == "regression" and v.metric in timed_names for v in verdicts):
+            explanation = self._explain(item, plan, judgement)
+            judgement.verdicts = [replace(v, message=f"{v.message}\n{explanation}")
+                                  if v.kind == "regression" and v.metric in timed_names else v for v in verdicts]
+
+    def _explain(self, item: JudgedItem, plan: BlockPlan, judgement: CaseJudgement) -> str:
+        """Where a confirmed regression's time went: one profiled block of each side, in a random order,
+        compared by operator (:mod:`pytest_dmlbench.gates.profile_diff`); why not, when it cannot be said."""
+        if not (self.ref.hello or {}).get("profiles_blocks"):
+            version = (self.ref.hello or {}).get("plugin_version", "?")
+            return (f"Where the time grew: not profiled, REF's pytest-dmlbench ({version}) predates profiled "
+                    "blocks")
+        try:
+            if self.rng.random() < 0.5:
+                a, b = self._own_answer(item, plan, profile=True), self._ref_answer(item, plan, profile=True)
+            else:
+                b = self._ref_answer(item, plan, profile=True)
+                a = self._own_answer(item, plan, profile=True)
+            a_profile, b_profile = BlockProfile.from_dict(a["profile"]), BlockProfile.from_dict(b["profile"])
+        except BlockFailed as exc:
+            judgement.notes.append("profiled blocks failed")
+            return f"Where the time grew: not profiled, a profiled block failed: {str(exc).splitlines()[0]}"
+        except (KeyError, ValueError) as exc:
+            judgement.notes.append("profiled blocks unreadable")
+            return f"Where the time grew: not profiled, a block server sent no readable profile ({exc})"
+        rows = grown(a_profile, b_profile)
+        judgement.profile = {"a": a_profile.to_dict(), "b": b_profile.to_dict(),
+                             "grown": [r.to_dict() for r in rows]}
+        return growth_text(a_profile, b_profile, rows)
 
     def _decide(self, item: JudgedItem, directed: dict[str, MetricResult], timed: Sequence[Timed], plan: BlockPlan,
                 threshold: float, readings: list[dict[str, Any]], begin: float,
@@ -380,14 +416,21 @@ class PairedGate:
                                                                     judgement.budget_spent)
 
     def _ref_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
+        return dict(self._ref_answer(item, plan)["metrics"])
+
+    def _ref_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> dict[str, Any]:
         ref_nodeid = self.ref_cases[case_key(item.nodeid, item.path, self.launch.repo_root)]
-        answer = self.ref.block(ref_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0)
+        answer = self.ref.block(ref_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0,
+                                profile=profile)
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: not compared with REF {self.launch.label}: the case "
                               f"{answer['status']} there.\n{answer.get('message', '')}")
-        return dict(answer["metrics"])
+        return answer
 
     def _own_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
+        return dict(self._own_answer(item, plan)["metrics"])
+
+    def _own_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> dict[str, Any]:
         """A block of the working tree's case, in A's block server (never in this session's worlds)."""
         # beside a REF whose experiments train in full in every block, A's do too, so both measure the same work
         whole = not (self.ref.hello or {}).get("budgeted_experiments")
@@ -396,11 +439,11 @@ class PairedGate:
             raise BlockFailed(f"{item.nodeid}: {self.own.launch.speaker} did not collect this case, so its "
                               f"blocks cannot run; its pytest output is in {self.own.launch.log_path}")
         answer = self.own.block(own_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0,
-                                whole_experiment=whole)
+                                whole_experiment=whole, profile=profile)
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {answer['status']} after its "
                               f"ordinary run passed.\n{answer.get('message', '')}")
-        return dict(answer["metrics"])
+        return answer
 
     def _now(self) -> float:
         """The clock the pair budget is spent on (a replayed night advances its own)."""

@@ -73,6 +73,9 @@ class BlockBudget:
     whole_experiment: bool = False
     """Experiments train and measure in full, ignoring the budget: in the ordinary (calibration) run, which
     checks their outcome, and beside a REF whose experiments predate budgeted blocks (so both sides match)."""
+    profile: bool = False
+    """Run the body under the operator profiler (``measure/op_profile.py``): a block that says where its time
+    went, for a confirmed regression's explanation; its figures are not judged."""
 
     def plan(self) -> RoundPlan:
         return RoundPlan(warmup=self.warmup, rounds=self.rounds)

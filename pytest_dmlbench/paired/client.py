@@ -155,9 +155,10 @@ class RefProcess:
         return message
 
     def block(self, nodeid: str, rounds: int, warmup: int, iterations: int, timeout_s: float,
-              whole_experiment: bool = False) -> dict[str, Any]:
+              whole_experiment: bool = False, profile: bool = False) -> dict[str, Any]:
         """Run one block of ``nodeid`` in B; RefError when B went away or broke the protocol.
-        ``whole_experiment``: experiments train in full (a server of an older protocol ignores it)."""
+        ``whole_experiment``: experiments train in full; ``profile``: the answer carries where the block's
+        time went (``measure/op_profile.py``). A server that predates either ignores it."""
         if self.channel is None:
             raise RefError(f"{self.launch.speaker} stopped serving earlier in this run (see the first case "
                            f"that reported it); its pytest output is in {self.launch.log_path}")
@@ -166,6 +167,8 @@ class RefProcess:
                        "iterations": iterations}
             if whole_experiment:
                 request["whole_experiment"] = True
+            if profile:
+                request["profile"] = True
             self.channel.send(request)
             message = self.channel.receive(timeout_s)
         except (ProtocolError, OSError) as exc:

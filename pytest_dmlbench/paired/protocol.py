@@ -17,7 +17,11 @@ A -> B, any number of times (B answers each before reading the next)::
 
     {"type": "block", "nodeid": "tests/test_x.py::test_step[4]", "rounds": 40, "warmup": 2, "iterations": 1}
 
-(``iterations``: at least this many calls per round for ``dmlbench(fn)`` / ``pedantic``; 1 when absent.)
+(``iterations``: at least this many calls per round for ``dmlbench(fn)`` / ``pedantic``; 1 when absent.
+Optional, ignored by servers that predate them: ``"whole_experiment": true`` trains experiments in full;
+``"profile": true`` runs the block under the operator profiler, and the result then carries
+``"profile": {"wall_s": ..., "seconds": {...}, "calls": {...}}`` (rank 0's; servers that profile say
+``"profiles_blocks": true`` in their hello).)
 
 B -> A, the answer: ``status`` is passed, failed, skipped or unknown (no such case in REF)::
 

@@ -96,7 +96,7 @@ def _mark_call_phase_reported(item: pytest.Function) -> None:
 
 
 def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, iterations: int,
-           whole_experiment: bool = False) -> BlockResult:
+           whole_experiment: bool = False, profile: bool = False) -> BlockResult:
     try:
         slot.switch_to(item)
     except pytest.skip.Exception as exc:
@@ -108,7 +108,7 @@ def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, ite
     if any(m.name == "skip" for m in item.iter_markers()):  # a backend the machine lacks, say
         skip = next(m for m in item.iter_markers() if m.name == "skip")
         return BlockResult("skipped", message=str(skip.kwargs.get("reason", "")))
-    block = BlockBudget(rounds, warmup, iterations, whole_experiment=whole_experiment)
+    block = BlockBudget(rounds, warmup, iterations, whole_experiment=whole_experiment, profile=profile)
     if records_in_process(item):
         return run_in_process_block(item, block)
     return run_block(item, block)
@@ -126,7 +126,7 @@ def _serve(session: pytest.Session, channel: Channel) -> None:
     channel.send({
         "type": "hello", "protocol": PROTOCOL_VERSION, "plugin_version": plugin_version(),
         "plugin_file": pytest_dmlbench.__file__, "in_process_blocks": True,
-        "budgeted_experiments": True,
+        "budgeted_experiments": True, "profiles_blocks": True,
         "cases": [{"nodeid": nodeid, "file": str(cases[nodeid].path)} for nodeid in sorted(cases)],
     })
     slot = _CaseSlot()
@@ -147,9 +147,13 @@ def _serve(session: pytest.Session, channel: Channel) -> None:
                 result = BlockResult("unknown", message=f"this block server has no case {nodeid!r}")
             else:
                 result = _block(slot, item, int(message["rounds"]), int(message["warmup"]),
-                                int(message.get("iterations", 1)), bool(message.get("whole_experiment", False)))
-            channel.send({"type": "result", "nodeid": nodeid, "status": result.status, "message": result.message,
-                          "elapsed_s": result.elapsed_s, "metrics": result.metrics})
+                                int(message.get("iterations", 1)), bool(message.get("whole_experiment", False)),
+                                bool(message.get("profile", False)))
+            answer = {"type": "result", "nodeid": nodeid, "status": result.status, "message": result.message,
+                      "elapsed_s": result.elapsed_s, "metrics": result.metrics}
+            if result.profile is not None:
+                answer["profile"] = result.profile
+            channel.send(answer)
     finally:
         slot.switch_to(None)
 

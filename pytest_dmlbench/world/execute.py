@@ -18,6 +18,7 @@ from typing import Any
 from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.errors import NotJudged
 from pytest_dmlbench.measure.memory import release_freed_memory
+from pytest_dmlbench.measure.op_profile import profiled
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
 from pytest_dmlbench.world import adopt_group
@@ -137,11 +138,17 @@ def _run_body(
 
     start = time.perf_counter()
     bench = RankBench(dist, block)
+    profile: dict[str, Any] | None = None
     try:
         kwargs = arguments(bench)
         seed_everything(seed + dist.rank)
         bench.begin_case(measure_memory=measure_memory)
-        run_case_body(func, kwargs)  # a @given case runs in lockstep with the other ranks
+        if block is not None and block.profile:
+            with profiled() as slot:
+                run_case_body(func, kwargs)
+            profile = slot.profile.to_dict() if slot.profile is not None else None
+        else:
+            run_case_body(func, kwargs)  # a @given case runs in lockstep with the other ranks
         bench.end_case()
     except BaseException as exc:
         status = classify(exc)
@@ -162,6 +169,7 @@ def _run_body(
         metrics=dict(bench.metrics),
         peak_memory=bench.peak_memory,
         notes=tuple(bench.notes),
+        profile=profile,
     )
 
 

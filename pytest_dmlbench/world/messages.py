@@ -101,6 +101,8 @@ class RankOutcome:
     # be rebuilt before the next case ("" when it need not).
     collectives: int | None = None
     rebuild: str = ""
+    # where the body's time went (``BlockProfile.to_dict``), for a block run with ``profile`` set
+    profile: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
