@@ -1,5 +1,6 @@
 """Command line: ``python -m pytest_dmlbench compare BASELINE RESULTS``, ``... show PATH``, ``... env``,
-``... plot RESULTS... --out DIR`` and ``... project RESULTS --ranks N...`` (:mod:`pytest_dmlbench.projection`).
+``... plot RESULTS... --out DIR``, ``... drift record|report`` (:mod:`pytest_dmlbench.drift`) and
+``... project RESULTS --ranks N...`` (:mod:`pytest_dmlbench.projection`).
 
 Exit codes: 0 no regression, 1 at least one regression (or improvement with ``--fail-on-improvement``),
 2 bad input (unreadable file, unknown folder, bad option) with a message saying what to do.
@@ -31,6 +32,7 @@ from pytest_dmlbench.baseline.store import (
     recorded_identity,
 )
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_count, parse_threshold
+from pytest_dmlbench.drift import command as drift_command
 from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
 from pytest_dmlbench.gates.wording import failing_verdicts
@@ -239,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(handler=_show)
     env_command.register(commands)
     plot_command.register(commands)
+    drift_command.register(commands)
     from pytest_dmlbench.projection.command import add_parser as add_project_parser
 
     add_project_parser(commands)

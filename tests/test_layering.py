@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
      "paired.statistics"),
     ("strategies", "robust", "models", "data", "reference", "bench", "sweeps"),
     ("world", "properties"),
-    ("baseline",),
+    ("baseline", "drift"),
     ("case_results", "report", "results_reporter", "not_judged", "introspection", "cli", "__main__", "experiments",
      "table", "table_layout", "progress", "envreport", "plots", "projection", "gates.stored", "stash_keys",
      "item_case", "paired"),

@@ -1,0 +1,117 @@
+"""The step detector on known series: a step, creep of 3 % a night over 5 nights, noise alone."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from pytest_dmlbench.drift.detect import Detection, DriftSettings, detect, fit_segments, robust_noise
+
+Detector = Callable[[Sequence[float]], Detection]
+SIGMA = 0.03  # night-to-night sd of the series below (log scale): a few percent, as nights vary here
+
+
+def noisy(levels: Sequence[float], seed: int, sigma: float = SIGMA) -> list[float]:
+    rng = random.Random(seed)
+    return [level * math.exp(rng.gauss(0.0, sigma)) for level in levels]
+
+
+def creep_levels(flat: int = 20, after: int = 2) -> list[float]:
+    """``flat`` unchanged nights, then 3 % slower each night for 5 nights, then ``after`` nights there."""
+    return [1.0] * flat + [1.03 ** k for k in range(1, 6)] + [1.03 ** 5] * after
+
+
+def real_detector(values: Sequence[float]) -> Detection:
+    return detect(values, "lower")
+
+
+def never_flags(values: Sequence[float]) -> Detection:
+    """A detector that finds nothing (the negative control's stand-in)."""
+    return Detection((), (), SIGMA)
+
+
+def creep_caught(detector: Detector, seeds: range = range(20)) -> int:
+    """In how many of the seeded creeping series ``detector`` flags a regression at the creep's nights."""
+    caught = 0
+    for seed in seeds:
+        found = detector(noisy(creep_levels(), seed)).regressions
+        caught += any(20 <= f.after <= 26 for f in found)
+    return caught
+
+
+def test_a_clean_step_is_found_where_it_happened_with_its_size() -> None:
+    values = [10.0] * 12 + [11.5] * 8
+    detection = detect(values, "lower")
+    assert [(s.start, s.end) for s in detection.segments] == [(0, 12), (12, 20)]
+    [finding] = detection.findings
+    assert (finding.kind, finding.before, finding.after) == ("regression", 11, 12)
+    assert finding.change == pytest.approx(1.15)
+
+
+def test_a_step_in_a_higher_is_better_figure_is_oriented() -> None:
+    drop = detect([200.0] * 10 + [170.0] * 10, "higher")
+    assert [f.kind for f in drop.findings] == ["regression"]
+    assert drop.findings[0].change == pytest.approx(200 / 170)
+    rise = detect([200.0] * 10 + [240.0] * 10, "higher")
+    assert [f.kind for f in rise.findings] == ["improvement"]
+    assert rise.regressions == ()
+
+
+def test_a_small_step_is_reported_but_is_no_regression() -> None:
+    detection = detect([10.0] * 15 + [10.5] * 15, "lower", DriftSettings(noise_floor=0.005))
+    assert [f.kind for f in detection.findings] == ["step"]
+    assert detection.regressions == ()
+
+
+def test_noisy_steps_are_located_within_a_night() -> None:
+    values = noisy([1.0] * 15 + [1.2] * 15, seed=3)
+    [finding] = detect(values, "lower").regressions
+    assert abs(finding.after - 15) <= 1
+    assert finding.change == pytest.approx(1.2, abs=0.05)
+
+
+def test_creep_of_3_percent_a_night_over_5_nights_is_flagged() -> None:
+    assert creep_caught(real_detector) >= 19
+    detection = detect(creep_levels(after=3), "lower")  # without noise: consecutive small steps
+    assert [f.kind for f in detection.regressions] == ["creep"]
+    [creep] = detection.regressions
+    assert creep.steps >= 2 and creep.change == pytest.approx(1.03 ** 5, abs=0.01)
+    assert creep.before == 19 and 20 < creep.after <= 24  # the last unchanged night; a creeping one
+
+
+def test_negative_control_a_detector_that_never_flags_fails_the_creep_check() -> None:
+    assert creep_caught(never_flags) == 0
+    with pytest.raises(AssertionError):
+        assert creep_caught(never_flags) >= 19
+
+
+def test_unchanged_nights_with_the_machines_noise_are_not_flagged() -> None:
+    flagged = [seed for seed in range(200) if detect(noisy([1.0] * 30, seed), "lower").regressions]
+    assert len(flagged) <= 1, flagged
+
+
+def test_one_odd_night_makes_no_step() -> None:
+    values = noisy([1.0] * 25, seed=7)
+    values[12] *= 1.4
+    assert detect(values, "lower").regressions == ()
+
+
+def test_noise_is_estimated_from_neighbouring_nights_and_floored() -> None:
+    values = noisy([1.0] * 200, seed=1, sigma=0.06)
+    assert robust_noise([math.log(v) for v in values]) == pytest.approx(0.06, rel=0.2)
+    assert detect([5.0] * 10, "lower").noise == DriftSettings().noise_floor
+
+
+def test_short_series_are_not_judged_and_bad_values_are_refused() -> None:
+    assert not detect([1.0, 2.0, 4.0], "lower").judged
+    with pytest.raises(ValueError, match="positive and finite"):
+        detect([1.0, 0.0, 1.0, 1.0, 1.0, 1.0], "lower")
+
+
+def test_the_fit_is_one_segment_per_level() -> None:
+    y = [0.0] * 5 + [1.0] * 5 + [0.5] * 5
+    assert [(s.start, s.end, s.level) for s in fit_segments(y, 0.02, 1.5)] == [(0, 5, 0.0), (5, 10, 1.0),
+                                                                                (10, 15, 0.5)]
