@@ -210,6 +210,7 @@ def test_ref_holding_the_plugin_serves_with_its_own_copy(tmp_path: Path) -> None
 
 REF_DIES_CONFTEST = """
     import os
+    import pathlib
     import signal
     import threading
 
@@ -217,7 +218,10 @@ REF_DIES_CONFTEST = """
 
     @pytest.fixture
     def ref_dies():
-        if os.environ.get("DMLBENCH_PAIRED_FDS"):  # set only in the pytest process serving REF's blocks
+        # the two block servers have DMLBENCH_PAIRED_FDS; REF's runs this conftest from REF's worktree, the
+        # working tree's block server from the user's repository, which must keep serving
+        serving = bool(os.environ.get("DMLBENCH_PAIRED_FDS"))
+        if serving and pathlib.Path(__file__).parent != pathlib.Path(os.environ["USER_REPO"]):
             threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
 """
 REF_DIES_CASES = """
@@ -239,7 +243,8 @@ def test_ref_killed_mid_run_fails_the_cases_it_leaves_with_its_output(tmp_path: 
     repo = make_repo(tmp_path / "repo", **{"conftest.py": REF_DIES_CONFTEST, "test_x.py": REF_DIES_CASES,
                                           "pytest.ini": "[pytest]\n"})
     before = user_state(repo)
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600, COLUMNS=WIDE)
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600, COLUMNS=WIDE,
+                     USER_REPO=str(repo))
     assert run.returncode == 1, run.output
     assert user_state(repo) == before
     run.lines.fnmatch_lines([
