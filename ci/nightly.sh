@@ -5,11 +5,17 @@
 # A regression fails its test item, so pytest exits non-zero and JUnit XML names the case.
 # The plugin appends the markdown summary to $GITHUB_STEP_SUMMARY when that is set.
 # The plots and a self-contained report.html go to REPORT_DIR, beside the environment report (env.json).
+# After the run the night's figures are added to the nightly history (DMLBENCH_HISTORY) and the step
+# detector's findings over it (steps and creep across nights) are printed, appended to $GITHUB_STEP_SUMMARY
+# and added to REPORT_DIR/report.html; they inform and never change the exit status, which is pytest's.
 # Usage: bash ci/nightly.sh [RESULTS_JSON] [JUNIT_XML] [REPORT_DIR]
 # Environment:
 #   DMLBENCH_AGAINST    REF to compare with; when empty: the last green nightly's commit
 #                       (DMLBENCH_LAST_GREEN, looked up by the workflow), else the stored baselines' commit
 #                       (`baseline`) when they record one, else the parent commit (HEAD~1).
+#   DMLBENCH_ANCHOR_NIGHT, DMLBENCH_ANCHOR  1: gate against the fixed anchor (DMLBENCH_ANCHOR, else the newest
+#                       release tag v*) instead of the last green night (nightly_ref.sh; weekly in the workflow).
+#   DMLBENCH_HISTORY    the nightly history folder (default dmlbench-history; the workflow keeps it in its cache).
 #   DMLBENCH_THRESHOLD  percent, default 10; DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
 #   DMLBENCH_FAIL_ON_INCONCLUSIVE  1 fails a case with a figure no test could judge; 0 (default, until every
 #                       shipped case is testable at world size 4 within its pair budget: ci/README.md) lists
@@ -32,6 +38,29 @@ echo "dmlbench: gating against $against"
 set -x
 mkdir -p "$report"
 python -m pytest_dmlbench env --json > "$report/env.json"
+status=0
 pytest --dmlbench --world-size 4 bench_cases --dmlbench-against "$against" --dmlbench-json "$results" \
   --dmlbench-plots "$report" \
-  --dmlbench-threshold "${DMLBENCH_THRESHOLD:-10}" --junitxml "$junit" -p no:cacheprovider "${extra[@]}"
+  --dmlbench-threshold "${DMLBENCH_THRESHOLD:-10}" --junitxml "$junit" -p no:cacheprovider "${extra[@]}" || status=$?
+set +x
+history="${DMLBENCH_HISTORY:-dmlbench-history}"
+if [[ -f "$results" ]]; then
+  record=(--history "$history" --ref "$against")
+  if [[ "${DMLBENCH_ANCHOR_NIGHT:-0}" == "1" && -z "${DMLBENCH_AGAINST:-}" ]]; then
+    record+=(--anchor)
+  fi
+  python -m pytest_dmlbench drift record "$results" "${record[@]}" \
+    || echo >&2 "dmlbench: this night was not added to the history $history (the reason is above)"
+  findings=(--history "$history" --threshold "${DMLBENCH_THRESHOLD:-10}")
+  if [[ -f "$report/report.html" ]]; then
+    findings+=(--html "$report/report.html")
+  fi
+  if [[ -n "${GITHUB_STEP_SUMMARY:-}" ]]; then
+    findings+=(--markdown "$GITHUB_STEP_SUMMARY")
+  fi
+  python -m pytest_dmlbench drift report "${findings[@]}" \
+    || echo >&2 "dmlbench: no drift findings this night (the reason is above)"
+else
+  echo >&2 "dmlbench: no results file $results: nothing added to the history $history"
+fi
+exit "$status"
