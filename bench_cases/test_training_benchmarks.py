@@ -56,6 +56,24 @@ def test_strategy_training(dist: Any, dmlbench: Any, name: str) -> None:
     assert all(loss == loss for loss in result.losses), "a training loss is NaN"
 
 
+MLP_WIDTH = 512  # hidden width of the model-parallel comparison: divisible by every world size up to 8
+
+
+@pytest.mark.dmlbench(timeout=600)
+@pytest.mark.parametrize("name", ["ddp", "fsdp", "tensor_parallel"])
+def test_model_parallel_training(dist: Any, dmlbench: Any, name: str) -> None:
+    """Tensor parallelism beside data parallelism (DDP, FSDP2) on one MLP and one global batch: the
+    data-parallel strategies give each rank its shard of the batch, ``tensor_parallel`` gives every rank the
+    whole batch and a slice of each layer pair (``strategy.data_rank``/``data_world_size`` say which)."""
+    strategy = build(name, models.tiny_mlp(in_features=256, hidden=MLP_WIDTH, seed=0), lr=0.05, momentum=0.9)
+    batch = synthetic_classification(PER_RANK_BATCH * dist.world_size, shape=(256,), seed=1)
+    shard_batch = shard(batch, strategy.data_rank, strategy.data_world_size)
+    strategy.step(*shard_batch, F.cross_entropy)
+    result = dmlbench.train(strategy, [shard_batch], global_batch_size=PER_RANK_BATCH * dist.world_size,
+                            loss_fn=F.cross_entropy, twin=strategy.twin(), rounds=ROUNDS)
+    assert all(loss == loss for loss in result.losses), "a training loss is NaN"
+
+
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
                     reason="DeepSpeed is not installed: pip install 'pytest-dmlbench[deepspeed]'")
 @pytest.mark.dmlbench(timeout=600)

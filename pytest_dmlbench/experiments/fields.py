@@ -15,14 +15,13 @@ from typing import Any
 from pytest_dmlbench.experiments.frameworks import RUNNERS
 
 MODELS = ("bn_cnn", "cnn", "mlp", "resnet18", "resnet50", "transformer", "unet")
-# Data-parallel strategies: every rank holds the whole model, so held-out accuracy can be measured.
-STRATEGIES = ("allreduce", "bucketed", "ddp", "fp16", "local_sgd", "powersgd", "ps", "robust")
+# Strategies whose trained model every rank can evaluate: the data-parallel ones hold it whole, the sharded
+# ones (fsdp, tensor_parallel) gather it (``unsharded_model``), so held-out accuracy can be measured.
+STRATEGIES = ("allreduce", "bucketed", "ddp", "fp16", "fsdp", "local_sgd", "powersgd", "ps", "robust",
+              "tensor_parallel")
 # Strategies that exist but cannot run as an experiment, and why.
 UNSUPPORTED_STRATEGIES = {
     "deepspeed": "not yet checked as an experiment; write a @pytest.mark.dmlbench case with strategies.build instead",
-    "fsdp": "not yet checked as an experiment; write a @pytest.mark.dmlbench case with strategies.build instead",
-    "tensor_parallel": "not yet checked as an experiment; write a @pytest.mark.dmlbench case with strategies.build "
-                       "instead",
     "horovod": "Horovod needs its own launcher (horovodrun): run bench_cases/test_horovod.py under it",
     "pipeline": "its ranks hold one stage each, not the whole model, so an experiment cannot evaluate it; "
                 "write a @pytest.mark.dmlbench case instead",

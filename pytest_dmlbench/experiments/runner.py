@@ -126,13 +126,19 @@ def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: in
 
 
 def evaluate(strategy: Any, splits: Splits, rank: int, world_size: int, chunk: int) -> float | None:
-    """Held-out accuracy of the trained model; rank r scores samples r, r + world_size, ... (None: no data)."""
+    """Held-out accuracy of the trained model; rank r scores samples r, r + world_size, ... (None: no data).
+    A sharded strategy's model is gathered whole first (a collective, like the sum at the end)."""
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
     if len(splits.eval_y) == 0:
         return None
-    model = strategy.model.module if isinstance(strategy.model, DistributedDataParallel) else strategy.model
+    if hasattr(strategy, "unsharded_model"):
+        model = strategy.unsharded_model()
+    elif isinstance(strategy.model, DistributedDataParallel):
+        model = strategy.model.module
+    else:
+        model = strategy.model
     was_training = model.training
     model.eval()
     inputs, targets = splits.eval_x[rank::world_size], splits.eval_y[rank::world_size]

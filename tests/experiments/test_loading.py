@@ -65,11 +65,11 @@ BAD_FILES = [
     ('pipeline', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: mlp, strategy: pipeline}\n',
      "dmlbench_a.yaml: experiment 'a': key 'strategy': 'pipeline' cannot run as an experiment: "
      'its ranks hold one stage each, not the whole model, so an experiment cannot evaluate it; '
-     'write a @pytest.mark.dmlbench case instead; accepted: allreduce, bucketed, ddp, fp16, '
-     'local_sgd, powersgd, ps, robust'),
+     'write a @pytest.mark.dmlbench case instead; accepted: allreduce, bucketed, ddp, fp16, fsdp, '
+     'local_sgd, powersgd, ps, robust, tensor_parallel'),
     ('unknown_strategy', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: mlp, strategy: byteps}\n',
      "dmlbench_a.yaml: experiment 'a': key 'strategy': unknown strategy 'byteps'; accepted: "
-     'allreduce, bucketed, ddp, fp16, local_sgd, powersgd, ps, robust'),
+     'allreduce, bucketed, ddp, fp16, fsdp, local_sgd, powersgd, ps, robust, tensor_parallel'),
     ('strategy_key', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: mlp, strategy: {name: ddp, opts: {}}}\n',
      "dmlbench_a.yaml: experiment 'a': key 'strategy': unknown key(s) 'opts'; accepted: name, "
      'options'),
