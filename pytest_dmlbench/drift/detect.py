@@ -35,15 +35,15 @@ class DriftSettings:
     a regression; ``noise_floor``: the smallest per-night noise assumed (sd of log figures);
     ``penalty``: the cost of one more step, in units of the noise (times the log of the series' length);
     ``z``: standard errors a step's size must exceed; ``min_nights``: shorter series are not judged;
-    ``min_segment``: nights a level must hold (2: one odd night is never a step, a new level is seen on its
-    second night)."""
+    ``min_segment``: nights a level must hold (3: one or two odd nights are never a step; a new level is
+    seen on its third night). The defaults were chosen by replay (``ci/replay_drift.py``, ``ci/README.md``)."""
 
     threshold_pct: float = 10.0
     noise_floor: float = 0.02
-    penalty: float = 1.5
+    penalty: float = 2.0
     z: float = 2.5
     min_nights: int = 6
-    min_segment: int = 2
+    min_segment: int = 3
 
 
 @dataclass(frozen=True)
