@@ -39,9 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=3, help="consecutive recorded pairs drawn together")
     parser.add_argument("--run-alpha", type=float, default=DEFAULT_RUN_ALPHA)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="percent: replay under this run threshold instead of the recorded one (marker "
+                        "thresholds stay)")
     args = parser.parse_args(argv)
     try:
-        recorded = load_recorded(args.results)
+        recorded = load_recorded(args.results, run_threshold_pct=args.threshold)
     except ValueError as exc:
         print(f"replay_nights: {exc}", file=sys.stderr)
         return 2
@@ -50,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = {len(c.runs) for c in cases}
     print(f"{len(cases)} cases with recorded pairs from {len(args.results)} file(s) ({min(runs)}-{max(runs)} "
           f"runs a case, {statistics.median(c.pairs for c in cases):g} pairs a case at the median); "
-          f"run alpha {args.run_alpha:g}, blocks of {args.block} pairs")
+          f"run alpha {args.run_alpha:g}, blocks of {args.block} pairs"
+          + (f", run threshold {args.threshold:g} %" if args.threshold is not None else ""))
     begin = time.monotonic()
     red_nights = 0
     red_by_case: dict[str, int] = defaultdict(int)

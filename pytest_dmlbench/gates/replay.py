@@ -62,16 +62,18 @@ def _pairs_of(stages: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list
     return pairs
 
 
-def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0) -> dict[str, RecordedCase]:
+def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
+                  run_threshold_pct: float | None = None) -> dict[str, RecordedCase]:
     """Every case with recorded block pairs in the results files ``paths`` (paired runs), pooled by node id.
-    ValueError names a file that is not a paired run's results."""
+    ``run_threshold_pct`` replays under another run threshold (``--dmlbench-threshold``) than each file's own;
+    a case's marker threshold stays. ValueError names a file that is not a paired run's results."""
     cases: dict[str, RecordedCase] = {}
     for path in paths:
         try:
             document = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
             raise ValueError(f"{path}: not a readable results file ({exc})") from None
-        run_threshold = (document.get("run") or {}).get("threshold_pct") or default_threshold_pct
+        run_threshold = run_threshold_pct or (document.get("run") or {}).get("threshold_pct") or default_threshold_pct
         found = 0
         for case in document.get("cases", []):
             paired = (case.get("extra") or {}).get("paired") or {}

@@ -84,6 +84,11 @@ def test_recorded_pairs_are_read_from_a_results_file(tmp_path: Path) -> None:
     assert recorded.figures == {"step_time_s": ("s", "lower")}  # single-reading figures are not replayed
     assert len(recorded.runs) == 2 and recorded.runs[0][0] == ({"step_time_s": 0.011}, {"step_time_s": 0.010})
     assert recorded.seconds_per_pair == [2.0, 2.0] and recorded.world_size == 4
+    assert recorded.threshold_pct == 10.0
+    assert load_recorded([path], run_threshold_pct=5.0)["t.py::test_x"].threshold_pct == 5.0  # another run threshold
+    results["cases"][0]["threshold_pct"] = 50  # a case's marker threshold is its own under any run threshold
+    path.write_text(json.dumps(results))
+    assert load_recorded([path], run_threshold_pct=5.0)["t.py::test_x"].threshold_pct == 50.0
 
 
 def test_a_file_without_recorded_pairs_is_refused_by_name(tmp_path: Path) -> None:

@@ -1,0 +1,177 @@
+"""Live check of the suite-level gate: dozens of cases, one night at a time, judged as a whole.
+
+Builds a temporary git repository of ``--cases`` compute cases (each its own chain of small matrix products,
+``lib.step_<k>``) with three commits:
+
+* ``base``: every case at ``BASE_ITERATIONS`` products per step;
+* ``aa``: a comment changed, nothing else (a quiet night: the whole run must pass);
+* ``one_slow``: case 0 does ``--slowdown`` more work per step (10 % by default), every other case unchanged
+  (the night must fail case 0 and nothing else).
+
+Per world size and iteration it runs a night of ``aa`` and one of ``one_slow``, each
+``pytest --dmlbench --world-size N --dmlbench-against <base>`` (the nightly's mode, default settings),
+in random order, and a plain session of ``aa`` beside them for the cost. Counted per night: green or red,
+which cases failed, whether the slowed case was caught, and the wall time over the plain session's.
+
+    python ci/suite_live_check.py                                  # 3 iterations at world sizes 2 and 4
+    python ci/suite_live_check.py --world-sizes 4 --iterations 1   # one pair of nights
+    python ci/suite_live_check.py --summarize suite_live_check.json
+
+Writes ``--out`` (JSON) after every night, so a stopped run still counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired_detection_quality import git, pytest_run
+
+BASE_ITERATIONS = 40
+LIB_HEAD = textwrap.dedent('''
+    """The library under test: one compute step per case."""
+
+    import torch
+
+    _W = torch.randn(96, 96) / 10
+    # {comment}
+''')
+LIB_STEP = textwrap.dedent('''
+
+    def step_{k}(x):
+        for _ in range({iterations}):
+            x = torch.tanh(x @ _W)
+        return x
+''')
+CASES = textwrap.dedent('''
+    import pytest
+    import torch
+
+    import lib
+
+
+    @pytest.mark.dmlbench
+    @pytest.mark.parametrize("case", range({cases}))
+    def test_step(dist, dmlbench, case):
+        x = torch.randn(32, 96)
+        dmlbench.pedantic(getattr(lib, f"step_{{case}}"), args=(x,), samples_per_call=32 * dist.world_size)
+''')
+SLOWED = "test_cases.py::test_step[0]"
+
+
+def library(cases: int, slowed_iterations: int, comment: str) -> str:
+    steps = [LIB_STEP.format(k=k, iterations=slowed_iterations if k == 0 else BASE_ITERATIONS) for k in range(cases)]
+    return LIB_HEAD.format(comment=comment) + "".join(steps)
+
+
+def build_repo(folder: Path, cases: int, slowdown: float) -> dict[str, str]:
+    git(folder, "init", "-q", "-b", "main")
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_cases.py").write_text(CASES.format(cases=cases))
+    commits = {}
+    slowed = round(BASE_ITERATIONS * (1 + slowdown))
+    for name, iterations, comment in (("base", BASE_ITERATIONS, "base"), ("aa", BASE_ITERATIONS, "comment changed"),
+                                      ("one_slow", slowed, "base")):
+        (folder / "lib.py").write_text(library(cases, iterations, comment))
+        git(folder, "add", "-A")
+        git(folder, "commit", "-q", "-m", name)
+        commits[name] = git(folder, "rev-parse", "HEAD")
+    return commits
+
+
+def night(repo: Path, tmp: Path, common: list[str], base: str, label: str) -> dict[str, Any]:
+    """One paired night: exit code, wall time, failed cases, the slowed case's verdict and ratio."""
+    out = tmp / f"{label}.json"
+    wall, rc, text = pytest_run(repo, [*common, "--dmlbench-against", base, "--dmlbench-json", str(out)])
+    if not out.exists():
+        raise SystemExit(f"night {label} wrote no results (exit {rc}):\n{text[-3000:]}")
+    cases = json.loads(out.read_text())["cases"]
+    failed = sorted(c["nodeid"] for c in cases if c["outcome"] == "failed")
+    slowed = next(c for c in cases if c["nodeid"].endswith(SLOWED))
+    step = next((v for v in slowed["verdicts"] if v["metric"] == "step_time_s"), None)
+    kinds: dict[str, int] = {}
+    for case in cases:
+        for verdict in case["verdicts"]:
+            kinds[verdict["kind"]] = kinds.get(verdict["kind"], 0) + 1
+    return {"exit": rc, "wall_s": wall, "failed": failed, "slowed_kind": step["kind"] if step else None,
+            "slowed_ratio": step["ratio"] if step else None, "verdict_kinds": kinds}
+
+
+def summarize(report: dict[str, Any]) -> None:
+    for ws, nights in report["world_sizes"].items():
+        aa = [n for n in nights if n["way"] == "aa"]
+        slow = [n for n in nights if n["way"] == "one_slow"]
+        green = sum(1 for n in aa if n["exit"] == 0)
+        caught = sum(1 for n in slow if SLOWED in " ".join(n["failed"]))
+        alone = sum(1 for n in slow if n["failed"] and all(f.endswith(SLOWED) for f in n["failed"]))
+        false_red = sum(len(n["failed"]) for n in aa) + sum(
+            sum(1 for f in n["failed"] if not f.endswith(SLOWED)) for n in slow)
+        costs = [n["wall_s"] / n["plain_s"] for n in aa if n.get("plain_s")]
+        ratios = [n["slowed_ratio"] for n in slow if n["slowed_ratio"] is not None]
+        print(f"world size {ws}: {len(aa)} quiet nights, {green} green; {len(slow)} nights with case 0 slowed: "
+              f"caught in {caught}, and alone (nothing else red) in {alone}; unchanged items failed: {false_red}")
+        if costs:
+            print(f"  cost of a quiet night over the plain session beside it: median {statistics.median(costs):.2f}x "
+                  f"({min(costs):.2f}-{max(costs):.2f}x); quiet night wall median "
+                  f"{statistics.median(n['wall_s'] for n in aa):.0f} s")
+        if ratios:
+            print(f"  slowed case's estimated ratio: {', '.join(f'{r:.3f}' for r in ratios)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--iterations", type=int, default=3, help="pairs of nights (aa, one_slow) per world size")
+    parser.add_argument("--cases", type=int, default=24)
+    parser.add_argument("--slowdown", type=float, default=0.10)
+    parser.add_argument("--out", type=Path, default=Path("suite_live_check.json").resolve())
+    parser.add_argument("--summarize", type=Path, metavar="JSON", help="only summarise a JSON this script wrote")
+    args = parser.parse_args()
+    if args.summarize is not None:
+        summarize(json.loads(args.summarize.read_text()))
+        return
+    report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "world_sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="dmlbench-live-") as name:
+        tmp = Path(name)
+        repo = tmp / "repo"
+        repo.mkdir()
+        commits = build_repo(repo, args.cases, args.slowdown)
+        for ws in args.world_sizes:
+            common = ["--dmlbench", "--world-size", str(ws)]
+            nights: list[dict[str, Any]] = []
+            report["world_sizes"][str(ws)] = nights
+            for index in range(args.iterations):
+                ways = ["aa", "one_slow"]
+                random.shuffle(ways)
+                for way in ways:
+                    git(repo, "checkout", "-q", commits[way])
+                    record = {"way": way, "index": index,
+                              **night(repo, tmp, common, commits["base"], f"{way}-ws{ws}-{index}")}
+                    if way == "aa":
+                        plain_s, rc, text = pytest_run(repo, common)
+                        if rc != 0:
+                            raise SystemExit(f"plain session failed (exit {rc}):\n{text[-3000:]}")
+                        record["plain_s"] = plain_s
+                    nights.append(record)
+                    print(f"ws{ws} {way} night {index + 1}/{args.iterations}: exit {record['exit']}, "
+                          f"{record['wall_s']:.0f} s, failed {record['failed'] or 'nothing'}", flush=True)
+                    args.out.write_text(json.dumps(report, indent=1))
+    summarize(report)
+    print(f"written {args.out}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except subprocess.CalledProcessError as exc:
+        raise SystemExit(f"git failed: {exc.stderr}") from exc
