@@ -115,15 +115,16 @@ def robust_noise(y: Sequence[float]) -> float:
 
 
 def _l1_costs(y: Sequence[float]) -> list[list[float]]:
-    """cost[s][t]: sum of |y_i - median| over nights s..t-1 (t > s)."""
+    """cost[s][t]: sum of |y_i - median| over nights s..t-1 (t > s): in a sorted window, the upper half's sum
+    less the lower half's (the middle value of an odd window counts in neither)."""
     n = len(y)
     cost = [[0.0] * (n + 1) for _ in range(n + 1)]
     for s in range(n):
         window: list[float] = []
         for t in range(s, n):
             bisect.insort(window, y[t])
-            centre = _median(window)
-            cost[s][t + 1] = sum(abs(v - centre) for v in window)
+            half = len(window) // 2
+            cost[s][t + 1] = sum(window[len(window) - half:]) - sum(window[:half])
     return cost
 
 

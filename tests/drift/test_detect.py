@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from pytest_dmlbench.drift.detect import Detection, DriftSettings, detect, fit_segments, robust_noise
+from pytest_dmlbench.drift.detect import Detection, DriftSettings, _l1_costs, detect, fit_segments, robust_noise
 
 Detector = Callable[[Sequence[float]], Detection]
 SIGMA = 0.03  # night-to-night sd of the series below (log scale): a few percent, as nights vary here
@@ -116,3 +116,14 @@ def test_the_fit_is_one_segment_per_level() -> None:
     y = [0.0] * 5 + [1.0] * 5 + [0.5] * 5
     assert [(s.start, s.end, s.level) for s in fit_segments(y, 0.02, 1.5)] == [(0, 5, 0.0), (5, 10, 1.0),
                                                                                 (10, 15, 0.5)]
+
+
+def test_segment_costs_are_the_absolute_deviations_from_the_median() -> None:
+    y = noisy([1.0] * 9, seed=5)
+    cost = _l1_costs(y)
+    for s in range(9):
+        for t in range(s + 1, 10):
+            window = sorted(y[s:t])
+            m = len(window)
+            centre = window[m // 2] if m % 2 else (window[m // 2 - 1] + window[m // 2]) / 2
+            assert cost[s][t] == pytest.approx(sum(abs(v - centre) for v in window))
