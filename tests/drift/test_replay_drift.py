@@ -35,3 +35,17 @@ def test_a_results_file_without_paired_pairs_is_refused(tmp_path: Path) -> None:
     done = replay("--series", "5", str(plain))
     assert done.returncode == 2
     assert done.stderr == f"replay_drift: no paired block pairs of a timed figure in {plain}\n"
+
+
+def test_the_suite_replay_goes_through_the_history_store(tmp_path: Path) -> None:
+    template = tmp_path / "night.json"
+    write_results(template, night_results(1, 1.0, "ab" * 20))
+    done = subprocess.run([sys.executable, str(SCRIPT.with_name("replay_drift_suite.py")), str(template),
+                           "--histories", "2", "--nights", "20", "--sigma", "1"], capture_output=True, text=True,
+                          cwd=SCRIPT.parents[1])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1] == ("unchanged suite: case-metrics flagged per 20-night history: [0, 0] of 3 judged "
+                        "(0.00 % of series)")
+    assert lines[2].startswith("one case creeping 3 % a night over 5 nights (judged 0 nights after the last): "
+                               "found in 2 of 2 histories")
