@@ -38,7 +38,7 @@ from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired_plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
 from pytest_dmlbench.gates.profile_diff import grown, growth_text
 from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
-from pytest_dmlbench.gates.wording import Decision, detectable_text, failing_kinds, word
+from pytest_dmlbench.gates.wording import Decision, detectable_text, word
 from pytest_dmlbench.measure.op_profile import BlockProfile
 from pytest_dmlbench.paired.client import RefLaunch, RefProcess
 from pytest_dmlbench.paired.statistics import (
@@ -335,8 +335,9 @@ class PairedGate:
         # the level a figure is confirmed at: the run's alpha split over its cases and this case's tested figures
         figure_alpha = self.run_rule.figure_alpha(len(timed) + sum(1 for n in DERIVED_METRICS if n in directed))
         kinds = {t.name: self._kind(first, t, threshold) for t in timed}
-        would_fail = failing_kinds(self.settings.fail_on_improvement)
-        flagged = [t for t in timed if kinds[t.name] in would_fail]  # only a change that would fail is confirmed
+        # every change is confirmed, failing or not: a reported improvement rests on the same evidence as a
+        # regression (one stage of 4 pairs printed +16 % "improvements" on unchanged code in a whole night)
+        flagged = [t for t in timed if kinds[t.name] in CHANGED]
         confirm: Stage | None = None
         if flagged and self.rule.confirm:
             confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement, figure_alpha)
@@ -547,6 +548,8 @@ class PairedGate:
                                            detectable_pct=0.0 if kind == "unchanged" else None))
         return verdicts
 
+
+CHANGED = frozenset({"regression", "improvement"})
 
 # Figures the harness derives across cases (a scaling case's throughput over its one-rank variant's): no
 # block records them; they are computed from each block's throughput (:meth:`PairedGate._derived`).

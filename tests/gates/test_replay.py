@@ -64,6 +64,15 @@ def test_the_replayed_decision_is_the_gates_own() -> None:
     assert all("pair budget of 60 s was spent" in v.message and "over 7 block pairs" in v.message for v in verdicts)
 
 
+def test_an_improvement_is_confirmed_like_a_regression_even_when_it_would_not_fail() -> None:
+    """A reported change, either way, rests on two independent stages: an improvement found by the first
+    stage alone (4 pairs at 1 %) was printed on unchanged code (a +16 % "improvement" in a whole A/A night)."""
+    gate = ReplayGate(run_alpha=0.01, judged_cases=1)  # improvements do not fail this run
+    faster = gate.replay_case(_case(), random.Random(3), slowdown=-0.3)
+    assert {v.kind for v in faster} == {"improvement"}, [v.message for v in faster]
+    assert all("confirmed yes by the second stage" in v.message for v in faster), [v.message for v in faster]
+
+
 def test_a_night_reports_the_slowed_case_and_any_other_red() -> None:
     cases = [_case(f"t.py::test_{i}", seed=i) for i in range(5)]
     quiet = replay_night(cases, random.Random(5), 0.01)
