@@ -9,7 +9,7 @@ two segments' levels. *Creep* is a run of two or more consecutive worsening step
 are reported too): a slowdown arriving a few percent a night.
 
 The noise is the larger of a floor (what nights of unchanged code vary by on the machine) and the series'
-own night-to-night spread (a robust estimate from the differences of neighbouring nights, which a step
+own night-to-night spread (robust estimates from the differences of neighbouring nights, which a step
 moves in one place only).
 """
 
@@ -26,6 +26,7 @@ from pytest_dmlbench.results import Direction
 
 MEDIAN_SE = math.sqrt(math.pi / 2)  # a median's standard error over a mean's, for normal noise
 MAD_TO_SD = 1.4826
+TAIL_QUANTILE, TAIL_Z = 0.8, 1.2816  # a normal |x| exceeds 1.2816 sd one time in five
 FindingKind = Literal["regression", "creep", "step", "improvement"]
 
 
@@ -106,12 +107,16 @@ def _median(sorted_values: Sequence[float]) -> float:
 
 
 def robust_noise(y: Sequence[float]) -> float:
-    """Night-to-night sd from neighbouring differences (MAD, so a few steps barely move it); 0 if under 3."""
+    """Night-to-night sd from neighbouring differences, 0 under 3 nights: the larger of a MAD estimate (a few
+    steps barely move it) and one from the 80th percentile of the absolute differences (heavy tails raise
+    it, so odd nights of a noisy figure are not taken for steps)."""
     diffs = sorted(b - a for a, b in itertools.pairwise(y))
     if len(diffs) < 2:
         return 0.0
     centre = _median(diffs)
-    return MAD_TO_SD * _median(sorted(abs(d - centre) for d in diffs)) / math.sqrt(2.0)
+    mad = MAD_TO_SD * _median(sorted(abs(d - centre) for d in diffs))
+    spread = sorted(abs(d) for d in diffs)[int(TAIL_QUANTILE * (len(diffs) - 1))] / TAIL_Z
+    return max(mad, spread) / math.sqrt(2.0)
 
 
 def _l1_costs(y: Sequence[float]) -> list[list[float]]:

@@ -127,3 +127,12 @@ def test_segment_costs_are_the_absolute_deviations_from_the_median() -> None:
             m = len(window)
             centre = window[m // 2] if m % 2 else (window[m // 2 - 1] + window[m // 2]) / 2
             assert cost[s][t] == pytest.approx(sum(abs(v - centre) for v in window))
+
+
+def test_heavy_tails_widen_the_noise_so_odd_nights_make_no_step() -> None:
+    values = noisy([1.0] * 30, seed=2, sigma=0.02)
+    for night in range(3, 30, 4):  # one night in four 15-25 % off, either way
+        values[night] *= 1.25 if night % 8 == 3 else 0.85
+    y = [math.log(v) for v in values]
+    assert robust_noise(y) > 0.05
+    assert detect(values, "lower").regressions == ()
