@@ -134,5 +134,5 @@ def test_heavy_tails_widen_the_noise_so_odd_nights_make_no_step() -> None:
     for night in range(3, 30, 4):  # one night in four 15-25 % off, either way
         values[night] *= 1.25 if night % 8 == 3 else 0.85
     y = [math.log(v) for v in values]
-    assert robust_noise(y) > 0.05
+    assert robust_noise(y) > 0.1  # the median absolute deviation alone gives 0.066 here
     assert detect(values, "lower").regressions == ()
