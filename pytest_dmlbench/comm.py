@@ -156,6 +156,7 @@ class CommCounter:
     ops: dict[str, OpStats] = field(default_factory=dict)
     intervals: list[tuple[float, float]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    thread: int | None = None  # with per-thread counting on: the thread whose calls it counts
 
     def record_call(self, op: str, nbytes: int, blocked_s: float) -> None:
         with self._lock:
@@ -232,6 +233,15 @@ _active: list[CommCounter] = []
 _originals: dict[tuple[Any, str], Callable[..., Any]] = {}
 _install_lock = threading.Lock()
 _interceptor: Interceptor | None = None
+_per_thread = False  # simulated ranks (threads of one process): a counter sees only its own thread's calls
+
+
+def set_per_thread(enabled: bool) -> bool:
+    """Count each call only into the counters its own thread made (simulated ranks, each rank a thread);
+    returns the previous setting."""
+    global _per_thread
+    previous, _per_thread = _per_thread, enabled
+    return previous
 
 
 def set_interceptor(interceptor: Interceptor | None) -> Interceptor | None:
@@ -272,7 +282,12 @@ def account(op: str, size: int, group: Any = None) -> None:
 
 
 def _recording() -> list[CommCounter]:
-    return [] if _local.suppressed else list(_active)
+    if _local.suppressed:
+        return []
+    if _per_thread:
+        here = threading.get_ident()
+        return [counter for counter in _active if counter.thread == here]
+    return list(_active)
 
 
 @contextmanager
@@ -453,6 +468,8 @@ def instrument_collectives(counter: CommCounter | None = None) -> Iterator[CommC
     Blocks nest; each active counter sees every call. The functions are restored when the last one exits.
     """
     counter = counter if counter is not None else CommCounter()
+    if _per_thread:
+        counter.thread = threading.get_ident()
     with _install_lock:
         if not _active:
             _install()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 BACKENDS = ("auto", "gloo", "nccl")
 ISOLATIONS = ("persistent", "fresh")
-LAUNCHERS = ("fork", "ray")
+LAUNCHERS = ("fork", "ray", "simulated")
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -58,7 +58,8 @@ def parse_backend(value: Any, source: str = "--dmlbench-backend") -> str:
 
 
 def parse_launcher(value: Any, source: str = "--dmlbench-launcher") -> str:
-    """fork (rank processes forked from the zygote) or ray (rank processes are Ray actors)."""
+    """fork (rank processes forked from the zygote), ray (rank processes are Ray actors) or simulated (ranks
+    are threads of the pytest process, taking turns)."""
     return _choice(value, LAUNCHERS, "a launcher", source)
 
 
@@ -123,7 +124,7 @@ class DmlbenchConfig:
     plots_dir: Path | None = None
     isolation: str = "persistent"
     against: str | None = None  # --dmlbench-against REF: the paired gate (stored baselines not compared)
-    launcher: str = "fork"  # or "ray": rank processes are Ray actors (world/ray_engine.py)
+    launcher: str = "fork"  # "ray": Ray actors (world/ray_engine.py); "simulated": threads (world/simulated/)
     ray_spread: bool = False  # Ray launcher: spread a world's ranks across nodes
     fail_on_inconclusive: bool = False  # an item with a figure no test could judge fails
     pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
@@ -142,10 +143,11 @@ class CaseSettings:
     scaling: bool
     isolation: str = "persistent"
     pair_budget_s: float | None = None  # paired gate: this case's seconds of block pairs (None: the run's)
+    launcher: str = "fork"  # the marker's launcher="simulated" runs this case on simulated ranks
 
 
 SCALING_ARG = "dmlbench_world_size"  # the parameter ``scaling=True`` adds (ids ws1, ws2, ...)
-MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling", "isolation", "pair_budget")
+MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling", "isolation", "pair_budget", "launcher")
 
 
 def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where: str) -> CaseSettings:
@@ -161,6 +163,7 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
     threshold = marker_kwargs.get("threshold")
     isolation = marker_kwargs.get("isolation")
     budget = marker_kwargs.get("pair_budget")
+    launcher = marker_kwargs.get("launcher")
     return CaseSettings(
         world_size=defaults.world_size if ws is None else parse_world_size(ws, f"{where}: world_size="),
         backend=defaults.backend if backend is None else parse_backend(backend, f"{where}: backend="),
@@ -169,6 +172,7 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
         scaling=bool(marker_kwargs.get("scaling", False)),
         isolation=defaults.isolation if isolation is None else parse_isolation(isolation, f"{where}: isolation="),
         pair_budget_s=None if budget is None else parse_positive_seconds(budget, f"{where}: pair_budget="),
+        launcher=defaults.launcher if launcher is None else parse_launcher(launcher, f"{where}: launcher="),
     )
 
 

@@ -61,6 +61,7 @@ from pytest_dmlbench.stash_keys import (
     LOCAL_METRICS_KEY,
     RESULT_KEY,
     SETTINGS_KEY,
+    SIMULATED_ENGINE_KEY,
 )
 from pytest_dmlbench.table_layout import wrap_text
 from pytest_dmlbench.world.engine import Engine
@@ -72,7 +73,7 @@ GATE_MARKER_DOC = (
 )
 MARKER_DOC = (
     "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False, isolation=None, "
-    "pair_budget=None): "
+    "pair_budget=None, launcher=None): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
 )
 
@@ -89,9 +90,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-plots", "dmlbench_plots", {"metavar": "DIR"}, "write this run's plots and report.html into DIR"),
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
-    ("--dmlbench-launcher", "dmlbench_launcher", {"metavar": "{fork,ray}"},
+    ("--dmlbench-launcher", "dmlbench_launcher", {"metavar": "{fork,ray,simulated}"},
      "fork: rank processes forked from the pytest process (default); ray: ranks are Ray actors on a local "
-     "Ray instance, or on the cluster at RAY_ADDRESS"),
+     "Ray instance, or on the cluster at RAY_ADDRESS; simulated: ranks are threads of the pytest process "
+     "taking turns (correctness at up to 1024 ranks; cases that measure are skipped)"),
     ("--dmlbench-isolation", "dmlbench_isolation", {"metavar": "{persistent,fresh}"},
      "persistent: kept worlds with a state guard after every case (default); fresh: a new world per case"),
     ("--dmlbench-against", "dmlbench_against", {"metavar": "REF"},
@@ -153,6 +155,10 @@ def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
 
     if launched_externally(os.environ):
         return LaunchedEngine(settings.backend, settings.timeout_s)
+    if settings.launcher == "simulated":
+        from pytest_dmlbench.world.simulated.engine import SimulatedEngine
+
+        return SimulatedEngine()
     if settings.launcher == "ray":
         from pytest_dmlbench.world.ray_engine import RayEngine
 
@@ -317,12 +323,34 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gate.ready()
 
 
+def _case_engine(config: pytest.Config, launcher: str) -> Engine | None:
+    """The engine of a case's launcher: the run's, or simulated ranks for a case marked
+    ``launcher="simulated"``; None when the case asks for another launcher than the run's."""
+    if launcher == config.stash[CONFIG_KEY].launcher:
+        return config.stash[ENGINE_KEY]
+    if launcher != "simulated":
+        return None
+    if SIMULATED_ENGINE_KEY not in config.stash:
+        from pytest_dmlbench.world.simulated.engine import SimulatedEngine
+
+        config.stash[SIMULATED_ENGINE_KEY] = SimulatedEngine()
+    return config.stash[SIMULATED_ENGINE_KEY]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     settings = item.stash.get(SETTINGS_KEY, None)
     if settings is None:
         return
-    choice = item.config.stash[ENGINE_KEY].choose_backend(settings.backend, settings.world_size)
+    engine = _case_engine(item.config, settings.launcher)
+    if engine is None:
+        run_launcher = item.config.stash[CONFIG_KEY].launcher
+        item.add_marker(pytest.mark.skip(reason=f"the case asks for launcher {settings.launcher!r} and the run "
+                                         f"uses {run_launcher!r}: run it with --dmlbench-launcher "
+                                         f"{settings.launcher}"))
+        item.stash[BACKEND_KEY] = settings.backend
+        return
+    choice = engine.choose_backend(settings.backend, settings.world_size)
     if choice.skip_reason:
         item.add_marker(pytest.mark.skip(reason=choice.skip_reason))  # reported at the case's own line
     item.stash[BACKEND_KEY] = choice.backend
@@ -356,7 +384,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     settings_of_run = pyfuncitem.config.stash[CONFIG_KEY]
     case = prepared_case(pyfuncitem, SMOKE_BUDGET if settings_of_run.smoke else CALIBRATION_BUDGET if paired else None)
     try:
-        run = pyfuncitem.config.stash[ENGINE_KEY].run(case)
+        engine = _case_engine(pyfuncitem.config, settings.launcher)
+        assert engine is not None  # a case of another launcher was skipped in its set-up
+        run = engine.run(case)
     except CaseNotRunnable as exc:
         pytest.fail(str(exc), pytrace=False)
     except WorldError as exc:  # a launcher's world that cannot go on
@@ -375,6 +405,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         if result is not None:
             if settings.isolation != pyfuncitem.config.stash[CONFIG_KEY].isolation:  # the marker's own
                 result.extra[CASE_ISOLATION] = settings.isolation
+            if settings.launcher != pyfuncitem.config.stash[CONFIG_KEY].launcher:
+                result.extra["launcher"] = settings.launcher
             pyfuncitem.stash[RESULT_KEY] = result
         return True
     statuses = {r.outcome.status for r in run.ranks if r.outcome is not None}

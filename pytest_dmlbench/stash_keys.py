@@ -19,6 +19,7 @@ from pytest_dmlbench.world.engine import Engine
 CONFIG_KEY = pytest.StashKey[DmlbenchConfig]()
 FACTS_KEY = pytest.StashKey[RunFacts]()
 ENGINE_KEY = pytest.StashKey[Engine]()
+SIMULATED_ENGINE_KEY = pytest.StashKey[Engine]()  # cases marked launcher="simulated" in a run of another launcher
 GATE_KEY = pytest.StashKey[Gate]()
 BUILDER_KEY = pytest.StashKey[CaseResultBuilder]()
 # on an item

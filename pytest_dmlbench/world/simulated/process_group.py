@@ -1,0 +1,306 @@
+"""The simulated ranks' process group: a Python ``ProcessGroup`` whose collectives wait for the other
+members by giving up the turn, and complete once for the whole group.
+
+Registered as the ``simulated`` backend (``Backend.register_backend(..., extended_api=True)``); every
+collective completes before its call returns (asynchronous forms hand back finished work), except a
+receive, whose work waits for its message when it is waited on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from pytest_dmlbench.world.simulated import reduction as red
+from pytest_dmlbench.world.simulated.reduction import UnsupportedCollective, describe, describe_all
+from pytest_dmlbench.world.simulated.rendezvous import Call, CollectiveMismatch, GroupState
+from pytest_dmlbench.world.simulated.shared import SharedWorld
+from pytest_dmlbench.world.simulated.turns import WorldAborted
+
+BACKEND_NAME = "simulated"
+
+
+class _Active:
+    """The simulated world cases run in now (one at a time per process)."""
+
+    world: SharedWorld | None = None
+
+
+ACTIVE = _Active()
+
+
+class DoneWork(dist.Work):
+    """Work that finished when it was made; its future holds ``result``."""
+
+    def __init__(self, result: list[torch.Tensor]) -> None:
+        super().__init__()
+        self._result = result
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def result(self) -> list[torch.Tensor]:
+        return self._result
+
+    def get_future(self) -> torch.futures.Future[list[torch.Tensor]]:
+        future: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
+        future.set_result(self._result)
+        return future
+
+
+class ReceiveWork(DoneWork):
+    """A receive: waiting on it waits (gives up the turn) until the message is there."""
+
+    def __init__(self, receive: Callable[[], None], tensors: list[torch.Tensor]) -> None:
+        super().__init__(tensors)
+        self._receive: Callable[[], None] | None = receive
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        if self._receive is not None:
+            receive, self._receive = self._receive, None
+            receive()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._receive is None
+
+    def get_future(self) -> torch.futures.Future[list[torch.Tensor]]:
+        self.wait()
+        return super().get_future()
+
+
+class SimulatedProcessGroup(dist.ProcessGroup):
+    """One rank's view of one group of a simulated world."""
+
+    def __init__(self, world: SharedWorld, group: GroupState, group_rank: int) -> None:
+        super().__init__(group_rank, len(group.members))  # type: ignore[call-arg]
+        self._world = world
+        self._group = group
+        self._group_rank = group_rank
+        self._global_rank = group.members[group_rank]
+        self._seq = 0
+
+    def getBackendName(self) -> str:
+        return BACKEND_NAME
+
+    @property
+    def _device_types(self) -> list[torch.device]:
+        return [torch.device("cpu")]
+
+    # -- the one path every collective takes -----------------------------------------------------------------
+    def _collective(self, kind: str, detail: str, payload: Any, complete: Callable[[list[Any]], Any],
+                    result: list[torch.Tensor]) -> DoneWork:
+        self._seq += 1
+        call = Call(kind, detail)
+        state = self._world.ranks[self._global_rank]
+        state.last = f"{call} #{self._seq} on {self._group.label}"
+        try:
+            gathering = self._group.arrive(self._seq, self._group_rank, call, payload, complete)
+        except CollectiveMismatch as exc:
+            reason = f"{exc}. Every rank's last collective: {self._world.every_rank()}"
+            self._world.turns.abort(reason)
+            raise WorldAborted(reason) from None
+        if gathering.done:
+            for member in self._group.members:
+                if member != self._global_rank:
+                    self._world.turns.ready(member)
+        else:
+            state.state = "waiting"
+            self._world.turns.wait(self._global_rank)
+            state.state = "running"
+        return DoneWork(result)
+
+    # -- reductions -------------------------------------------------------------------------------------------
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> DoneWork:  # type: ignore[override]
+        op = red.op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+
+        def complete(parts: list[list[torch.Tensor]]) -> None:
+            for i in range(len(parts[0])):
+                total = red.reduce_in_rank_order([p[i] for p in parts], op)
+                for part in parts:
+                    part[i].copy_(total)
+
+        return self._collective("all_reduce", f"{op}, {describe_all(tensors)}", tensors, complete, tensors)
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> DoneWork:
+        return self.allreduce(tensors, opts)
+
+    def reduce(self, tensors: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
+        op, root = red.op_name(opts.reduceOp), opts.rootRank
+
+        def complete(parts: list[list[torch.Tensor]]) -> None:
+            parts[root][0].copy_(red.reduce_in_rank_order([p[0] for p in parts], op))
+
+        return self._collective("reduce", f"{op}, root {root}, {describe_all(tensors)}", tensors, complete, tensors)
+
+    def reduce_scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],  # type: ignore[override]
+                       opts: Any) -> DoneWork:
+        op = red.op_name(opts.reduceOp)
+
+        def complete(parts: list[tuple[list[torch.Tensor], list[list[torch.Tensor]]]]) -> None:
+            for member, (outs, _) in enumerate(parts):
+                outs[0].copy_(red.reduce_in_rank_order([ins[0][member] for _, ins in parts], op))
+
+        detail = f"{op}, {describe_all(input_lists[0])} -> {describe_all(outputs)}"
+        return self._collective("reduce_scatter", detail, (outputs, input_lists), complete, outputs)
+
+    def _reduce_scatter_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> DoneWork:
+        op = red.op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+
+        def complete(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+            chunks = [i.reshape(len(parts), -1) for _, i in parts]
+            total = red.reduce_in_rank_order(chunks, op)
+            for member, (out, _) in enumerate(parts):
+                out.copy_(total[member].reshape(out.shape))
+
+        detail = f"{op}, {describe(inp)} -> {describe(output)}"
+        return self._collective("reduce_scatter_tensor", detail, (output, inp), complete, [output])
+
+    reduce_scatter_single = _reduce_scatter_base  # type: ignore[assignment]
+
+    def reduce_scatter_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                                        opts: Any = None) -> DoneWork:
+        for out, inp in zip(outputs, inputs, strict=True):
+            self._reduce_scatter_base(out, inp, opts)
+        return DoneWork(outputs)
+
+    # -- data movement ---------------------------------------------------------------------------------------
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
+        root = opts.rootRank
+
+        def complete(parts: list[list[torch.Tensor]]) -> None:
+            for member, part in enumerate(parts):
+                if member != root:
+                    red.copy_all(part, parts[root])
+
+        return self._collective("broadcast", f"root {root}, {describe_all(tensors)}", tensors, complete, tensors)
+
+    def allgather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
+                  opts: Any = None) -> DoneWork:
+        def complete(parts: list[tuple[list[list[torch.Tensor]], list[torch.Tensor]]]) -> None:
+            sources = [ins[0] for _, ins in parts]
+            for outs, _ in parts:
+                red.copy_all(outs[0], sources)
+
+        detail = describe_all(inputs)
+        return self._collective("all_gather", detail, (output_lists, inputs), complete, output_lists[0])
+
+    def _allgather_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> DoneWork:
+        def complete(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+            whole = torch.cat([i.reshape(-1) for _, i in parts])
+            for out, _ in parts:
+                out.view(-1).copy_(whole)
+
+        detail = f"{describe(inp)} -> {describe(output)}"
+        return self._collective("all_gather_into_tensor", detail, (output, inp), complete, [output])
+
+    all_gather_single = _allgather_base  # type: ignore[assignment]
+
+    def allgather_into_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                                        opts: Any = None) -> DoneWork:
+        for out, inp in zip(outputs, inputs, strict=True):
+            self._allgather_base(out, inp, opts)
+        return DoneWork(outputs)
+
+    def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
+        root = opts.rootRank
+
+        def complete(parts: list[tuple[list[list[torch.Tensor]], list[torch.Tensor]]]) -> None:
+            red.copy_all(parts[root][0][0], [ins[0] for _, ins in parts])
+
+        result = output_lists[0] if output_lists else []
+        return self._collective("gather", f"root {root}, {describe_all(inputs)}", (output_lists, inputs),
+                                complete, result)
+
+    def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any) -> DoneWork:  # type: ignore[override]
+        root = opts.rootRank
+
+        def complete(parts: list[tuple[list[torch.Tensor], list[list[torch.Tensor]]]]) -> None:
+            sources = parts[root][1][0]
+            for member, (outs, _) in enumerate(parts):
+                outs[0].copy_(sources[member])
+
+        return self._collective("scatter", f"root {root}, {describe_all(outputs)}", (outputs, input_lists),
+                                complete, outputs)
+
+    def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> DoneWork:
+        def complete(parts: list[tuple[list[torch.Tensor], list[torch.Tensor]]]) -> None:
+            for member, (outs, _) in enumerate(parts):
+                red.copy_all(outs, [ins[member] for _, ins in parts])
+
+        return self._collective("all_to_all", f"{len(inputs)} tensors", (outputs, inputs), complete, outputs)
+
+    def alltoall_base(self, output: torch.Tensor, inp: torch.Tensor, output_splits: list[int],
+                      input_splits: list[int], opts: Any = None) -> DoneWork:
+        size = len(self._group.members)
+
+        def complete(parts: list[tuple[torch.Tensor, torch.Tensor, list[int], list[int]]]) -> None:
+            pieces = [list(torch.split(i, isp if isp else [i.shape[0] // size] * size)) for _, i, _, isp in parts]
+            for member, (out, _, osp, _) in enumerate(parts):
+                red.copy_all(list(torch.split(out, osp if osp else [out.shape[0] // size] * size)),
+                             [pieces[src][member] for src in range(size)])
+
+        detail = f"{describe(inp)} -> {describe(output)}"
+        return self._collective("all_to_all_single", detail, (output, inp, output_splits, input_splits), complete,
+                                [output])
+
+    all_to_all_single = alltoall_base  # type: ignore[assignment]
+
+    def barrier(self, opts: Any = None) -> DoneWork:
+        return self._collective("barrier", "", None, lambda parts: None, [])
+
+    # -- point to point --------------------------------------------------------------------------------------
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> DoneWork:
+        self._world.ranks[self._global_rank].last = f"send to rank {self._group.members[dst]} (tag {tag})"
+        self._group.post(self._group_rank, dst, tag, tensors[0])
+        self._world.turns.ready(self._group.members[dst])
+        return DoneWork(tensors)
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> ReceiveWork:
+        return ReceiveWork(lambda: self._receive(tensors[0], (src,), tag), tensors)
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> ReceiveWork:
+        return ReceiveWork(lambda: self._receive(tensors[0], tuple(range(self.size())), tag), tensors)
+
+    def _receive(self, tensor: torch.Tensor, srcs: Sequence[int], tag: int) -> None:
+        state = self._world.ranks[self._global_rank]
+        source = f"rank {self._group.members[srcs[0]]}" if len(srcs) == 1 else "any rank"
+        state.last = f"recv from {source} (tag {tag}, {describe(tensor)})"
+        while (message := self._group.take(tuple(srcs), self._group_rank, tag)) is None:
+            state.state = "waiting"
+            self._world.turns.wait(self._global_rank)
+            state.state = "running"
+        tensor.copy_(message[1])
+
+    # -- coalescing (batch_isend_irecv): every call already completes on its own ------------------------------
+    def start_coalescing(self, device: Any = None) -> None:
+        return None
+
+    def end_coalescing(self, device: Any = None) -> DoneWork:
+        return DoneWork([])
+
+
+def create(options: Any, backend_options: Any = None) -> SimulatedProcessGroup:
+    """The ``simulated`` backend's creator (torch's extended API): this rank's group of the active world."""
+    world = ACTIVE.world
+    if world is None:
+        raise UnsupportedCollective(
+            "the 'simulated' backend exists only inside a case run on simulated ranks "
+            "(--dmlbench-launcher simulated, or @pytest.mark.dmlbench(launcher=\"simulated\"))"
+        )
+    members = list(options.global_ranks_in_group) or list(range(options.group_size))
+    group = world.group(str(options.group_id), members)
+    return SimulatedProcessGroup(world, group, options.group_rank)
+
+
+def register_backend() -> None:
+    """Register the ``simulated`` backend with torch once per process."""
+    if BACKEND_NAME.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND_NAME, create, extended_api=True, devices=["cpu"])

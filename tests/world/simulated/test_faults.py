@@ -1,0 +1,106 @@
+"""The fault contract on simulated ranks: a failing rank is named, a skipped or mismatched collective is
+reported at once with every rank's last collective (not at a timeout), a rank blocked outside the process
+group is reported, and the next case starts clean."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+
+from pytest_dmlbench.world.failure import failure_text
+from tests.world.simulated.helpers import passed, simulate
+
+N = 1024
+
+
+def report(run: Any, world_size: int = N) -> str:
+    return failure_text(run, world_size, "simulated")
+
+
+def test_a_failing_rank_is_named_and_its_peers_released() -> None:
+    def body(info: Any) -> None:
+        tensor = torch.ones(4)
+        dist.all_reduce(tensor)
+        assert info.rank != 517, "rank 517 disagrees"
+        dist.all_reduce(tensor)
+
+    run = simulate(body, N)
+    text = report(run)
+    assert not run.passed and not run.timed_out
+    assert text.startswith(f"distributed case failed on rank(s) 517 of {N} (simulated)")
+    assert "AssertionError: rank 517 disagrees" in text
+    assert "still waiting (most likely in a collective) after rank 517 failed" in text
+    assert all(r.outcome is not None or r.stuck for r in run.ranks)
+
+
+def test_a_skipped_collective_is_reported_with_every_ranks_last_collective() -> None:
+    def body(info: Any) -> None:
+        tensor = torch.ones(4)
+        dist.all_reduce(tensor)
+        if info.rank != 700:
+            dist.all_reduce(tensor)  # rank 700 skips it and ends
+
+    run = simulate(body, N)
+    assert not run.passed and not run.timed_out
+    assert run.unmatched.startswith("no simulated rank can go on, a collective or receive cannot be matched: "
+                                    "ranks 0-699, 701-1023: wait in all_reduce(SUM, float32[4]) #2 on the "
+                                    "default group; rank 700: ended (last collective: all_reduce(SUM, "
+                                    "float32[4]) #1 on the default group)")
+    assert report(run).startswith(f"distributed case on {N} rank(s) (simulated): no simulated rank can go on")
+
+
+def test_a_mismatched_collective_is_reported_at_once() -> None:
+    def body(info: Any) -> None:
+        tensor = torch.ones(4)
+        if info.rank == 3:
+            dist.broadcast(tensor, src=0)
+        else:
+            dist.all_reduce(tensor)
+
+    run = simulate(body, N)
+    assert not run.passed and not run.timed_out
+    assert run.unmatched.startswith("rank 3 called broadcast(root 0, float32[4]) as collective #1 of the "
+                                    "default group, where rank 0 called all_reduce(SUM, float32[4]). Every "
+                                    "rank's last collective: ")
+    assert "rank 3: running (last collective: broadcast(root 0, float32[4]) #1" in run.unmatched
+
+
+def test_a_rank_blocked_outside_the_process_group_is_reported() -> None:
+    released = threading.Event()
+
+    def body(info: Any) -> None:
+        if info.rank == 0:
+            released.wait()  # only rank 1 could set it, and rank 1 never gets the turn
+        else:
+            released.set()
+
+    try:
+        run = simulate(body, 2)
+    finally:
+        released.set()  # lets the thread left waiting end
+    assert not run.passed and not run.timed_out
+    assert run.unmatched.startswith("rank 0 is blocked outside the process group (in wait of ")
+    assert "synchronise through torch.distributed, or run the case with --dmlbench-launcher fork" in run.unmatched
+
+
+def test_the_next_case_starts_clean() -> None:
+    before = c10d._world
+
+    def broken(info: Any) -> None:
+        dist.new_group([0, 1])
+        if info.rank == 0:
+            dist.barrier()
+
+    assert not simulate(broken, 4).passed
+    assert c10d._world is before and not dist.is_initialized()
+
+    def clean(info: Any) -> None:
+        assert dist.get_world_size() == 4
+        assert len(c10d._world.pg_map) == 1  # the default group only: nothing left from the last case
+        dist.barrier()
+
+    assert passed(simulate(clean, 4), 4)
