@@ -65,8 +65,9 @@ class LaunchedEngine:
         import torch.distributed as td
 
         adopt_launcher_variables(os.environ)
-        if under_horovodrun(os.environ):
-            adopt_store_address(os.environ)
+        timeout = timedelta(seconds=timeout_s)
+        # under horovodrun rank 0 opens the store on its host's address (env:// would listen everywhere)
+        store = adopt_store_address(os.environ, timeout) if under_horovodrun(os.environ) else None
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
@@ -77,7 +78,11 @@ class LaunchedEngine:
             torch.cuda.set_device(local_rank)
         if os.environ.get("MASTER_ADDR") in ("127.0.0.1", "localhost"):
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        td.init_process_group(self.backend, init_method="env://", timeout=timedelta(seconds=timeout_s))
+        if store is not None:
+            td.init_process_group(self.backend, store=store, rank=self.rank, world_size=self.world_size,
+                                  timeout=timeout)
+        else:
+            td.init_process_group(self.backend, init_method="env://", timeout=timeout)
         install_p2p_accounting()
         device = device_for(self.backend, local_rank)
         self.dist = DistInfo(self.rank, self.world_size, self.backend, device)

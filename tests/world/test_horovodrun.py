@@ -19,6 +19,7 @@ from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.world.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
 from pytest_dmlbench.world.launched import launched_externally, launcher_world_size
 from tests.conftest import clean_env, write_files
+from tests.world.listeners import listeners, named, process_tree
 from tests.world.test_torchrun_world import CASES, _finish, _free_loopback_port
 
 
@@ -84,12 +85,15 @@ def test_rank_0_picks_the_store_address_and_horovod_broadcasts_it(monkeypatch: p
     rank0 = FakeHorovod(0, None)
     fake_horovod(monkeypatch, rank0)
     environ = horovodrun_env(0, 2)
-    adopt_store_address(environ)
-    assert environ["MASTER_ADDR"] == "127.0.0.1" and int(environ["MASTER_PORT"]) > 0
+    store = adopt_store_address(environ)
+    assert environ["MASTER_ADDR"] == "127.0.0.1" and environ["MASTER_PORT"] == str(store.port)
+    # rank 0's store listens on that address only (env:// would have opened one on every interface)
+    mine = [listener for listener in listeners(process_tree()) if listener.port == store.port]
+    assert mine and all(listener.loopback and not listener.wildcard for listener in mine), named(mine)
     rank1 = FakeHorovod(1, ("node0", 29555))
     fake_horovod(monkeypatch, rank1)
     environ = horovodrun_env(1, 2)
-    adopt_store_address(environ)
+    assert adopt_store_address(environ) is None  # a client of rank 0's store, through env://
     assert rank1.sent is None, "only rank 0 proposes an address"
     assert (environ["MASTER_ADDR"], environ["MASTER_PORT"]) == ("node0", "29555")
 
@@ -98,7 +102,7 @@ def test_a_given_store_address_needs_no_horovod_and_none_without_horovod_is_refu
         monkeypatch: pytest.MonkeyPatch) -> None:
     fake_horovod(monkeypatch, None)
     environ = {**horovodrun_env(0, 2), "MASTER_ADDR": "h", "MASTER_PORT": "1"}
-    adopt_store_address(environ)
+    assert adopt_store_address(environ) is None
     assert (environ["MASTER_ADDR"], environ["MASTER_PORT"]) == ("h", "1")
     with pytest.raises(ConfigError, match=r"horovod.torch cannot be imported.*horovodrun -x MASTER_ADDR"):
         adopt_store_address(horovodrun_env(0, 2))
