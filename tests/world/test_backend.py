@@ -63,3 +63,18 @@ def test_nccl_without_gpus_is_a_skip_with_reason(tmp_path: Path) -> None:
         "use --dmlbench-backend gloo or a smaller world",
         "*1 passed, 1 skipped*",
     ])
+
+
+@pytest.mark.parametrize(("cores", "workers", "world_size", "oversubscribed", "threads"), [
+    (2, 1, 2, False, 1), (2, 1, 4, True, 1), (2, 2, 2, True, 1),
+    (4, 1, 4, False, 1), (4, 2, 4, True, 1), (4, 1, 2, False, 2),
+    (16, 1, 4, False, 4), (16, 2, 4, False, 2), (16, 2, 9, True, 1),
+])
+def test_oversubscription_and_threads_on_2_4_and_16_cores(cores: int, workers: int, world_size: int,
+                                                         oversubscribed: bool, threads: int) -> None:
+    """The machine-dependent branches with the core count injected: this machine has 2 cores, a CI runner
+    or a workstation 4 or 16, and the same run must warn (or not) and size its threads accordingly."""
+    facts = RunFacts(cores=cores, workers=workers)
+    assert facts.oversubscribed(world_size) is oversubscribed
+    assert facts.threads_per_rank(world_size) == threads
+    assert facts.to_dict(world_size, 10.0)["oversubscribed"] is oversubscribed
