@@ -32,7 +32,8 @@ class SeriesFinding:
 class DriftReport:
     """What the detector found in a history."""
 
-    nights: tuple[Night, ...]
+    nights: tuple[Night, ...]  # the nights judged: the newest window on the newest night's machine
+    other_machine: int  # nights of the window left out: measured on another machine
     judged: int  # case-metrics with enough nights
     too_short: int  # case-metrics with fewer than settings.min_nights nights
     findings: tuple[SeriesFinding, ...]
@@ -45,9 +46,12 @@ class DriftReport:
 
 def analyse(nights: Sequence[Night], settings: DriftSettings | None = None,
             window: int = DEFAULT_WINDOW) -> DriftReport:
-    """Run the detector over the newest ``window`` nights of every case-metric in ``nights`` (oldest first)."""
+    """Run the detector over the newest ``window`` nights of every case-metric in ``nights`` (oldest first)
+    that ran on the newest night's machine (medians of different machines differ by the machine)."""
     settings = settings or DriftSettings()
-    recent = tuple(nights[-window:]) if window > 0 else tuple(nights)
+    window_nights = tuple(nights[-window:]) if window > 0 else tuple(nights)
+    machine = window_nights[-1].machine if window_nights else ""
+    recent = tuple(night for night in window_nights if night.machine == machine)
     keys: set[Key] = {key for night in recent for key in night.points}
     judged = too_short = 0
     findings: list[SeriesFinding] = []
@@ -62,4 +66,4 @@ def analyse(nights: Sequence[Night], settings: DriftSettings | None = None,
                      for f in detection.findings]
     order = {"regression": 0, "creep": 1, "step": 2, "improvement": 3}
     findings.sort(key=lambda f: (order[f.finding.kind], -abs(f.finding.change - 1.0)))
-    return DriftReport(recent, judged, too_short, tuple(findings), settings)
+    return DriftReport(recent, len(window_nights) - len(recent), judged, too_short, tuple(findings), settings)

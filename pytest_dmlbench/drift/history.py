@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.jsonio import TEMP_PREFIX, dumps_strict, write_atomic
 from pytest_dmlbench.errors import DmlbenchError
 from pytest_dmlbench.results import Direction, RunResults
@@ -52,6 +53,7 @@ class Night:
     ref_commit: str = ""
     anchor: bool = False  # the night gated against the fixed anchor instead of the last green night
     points: dict[Key, Point] = field(default_factory=dict)
+    machine: str = ""  # the machine key (baseline/fingerprint.py): medians compare only on one machine
 
     @property
     def label(self) -> str:
@@ -60,7 +62,7 @@ class Night:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": HISTORY_SCHEMA, "kind": KIND, "commit": self.commit, "date": self.date, "ref": self.ref,
-            "ref_commit": self.ref_commit, "anchor": self.anchor,
+            "ref_commit": self.ref_commit, "anchor": self.anchor, "machine": self.machine,
             "points": [{"case": case, "metric": metric, "median": p.median, "better": p.better, "unit": p.unit,
                         "ratio": p.ratio} for (case, metric), p in sorted(self.points.items())],
         }
@@ -80,7 +82,7 @@ class Night:
             points[(str(entry["case"]), str(entry["metric"]))] = Point(
                 float(entry["median"]), better, str(entry.get("unit", "")), None if ratio is None else float(ratio))
         return cls(str(data["commit"]), str(data["date"]), str(data.get("ref", "")), str(data.get("ref_commit", "")),
-                   bool(data.get("anchor", False)), points)
+                   bool(data.get("anchor", False)), points, str(data.get("machine", "")))
 
 
 def paired_ratio(case_extra: Mapping[str, Any], metric: str) -> float | None:
@@ -116,7 +118,7 @@ def night_from_results(results: RunResults, *, commit: str = "", date: str = "",
             if ratio is None and verdict is not None and verdict.ratio is not None and math.isfinite(verdict.ratio):
                 ratio = verdict.ratio
             points[(case.nodeid, name)] = Point(median, metric.better, metric.unit, ratio)
-    return Night(commit, date, ref, ref_commit, anchor, points)
+    return Night(commit, date, ref, ref_commit, anchor, points, machine_key(results.machine))
 
 
 def _file_name(night: Night) -> str:

@@ -26,8 +26,10 @@ def headline(report: DriftReport) -> str:
              if regressions else f"no step or creep of at least {report.settings.threshold_pct:g} %")
     short = f"; {report.too_short} with fewer than {report.settings.min_nights} nights not judged" \
         if report.too_short else ""
-    return (f"drift over {len(nights)} night(s), {span}: {report.judged} case-metric(s) judged{short}; {found}"
-            + (f"; {others} other step(s)" if others else ""))
+    machine = (f" (on machine {nights[-1].machine}; {report.other_machine} night(s) of other machines left out)"
+               if report.other_machine else "")
+    return (f"drift over {len(nights)} night(s){machine}, {span}: {report.judged} case-metric(s) judged{short}; "
+            f"{found}" + (f"; {others} other step(s)" if others else ""))
 
 
 def describe(item: SeriesFinding) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dmlbench.baseline.jsonio import write_results
 from pytest_dmlbench.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, main
 from pytest_dmlbench.drift.render import SECTION_BEGIN
 from pytest_dmlbench.plots.html import write_html
@@ -69,3 +70,21 @@ def test_bad_input_exits_2_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["drift", "report", "--history", str(history), "--html", str(page)]) == EXIT_BAD_INPUT
     assert "not a pytest-dmlbench report" in capsys.readouterr().err
     assert page.read_text() == "<p>hello</p>"
+
+
+def test_nights_of_another_machine_are_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A runner whose CPU changed reads 30 % slower: no step, only the newest machine's nights are judged."""
+    history = tmp_path / "history"
+    for day in range(1, 17):
+        run = night_results(day, 1.0 if day <= 8 else 1.3, f"{day:02x}" * 20)
+        if day > 8:
+            run.machine["cpu_model"] = "AMD EPYC 7763 64-Core Processor"
+        path = tmp_path / f"results-{day}.json"
+        write_results(path, run)
+        assert main(["drift", "record", str(path), "--history", str(history)]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["drift", "report", "--history", str(history), "--fail-on-drift"]) == EXIT_OK
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("drift over 8 night(s) (on machine linux-x86-64-epyc-7763-64-core-2c-")
+    assert "8 night(s) of other machines left out), 090909090909 (2026-11-09) to " in first
+    assert "no step or creep of at least 10 %" in first
