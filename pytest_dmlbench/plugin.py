@@ -249,9 +249,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if settings is None or not settings.enabled:
         return []
     facts = config.stash[FACTS_KEY]
+    launcher = "" if settings.launcher == "fork" else f", launcher {settings.launcher}"
     lines = [f"dmlbench: world size {settings.world_size}, backend {settings.backend}, "
-             f"timeout {settings.timeout_s:g} s, {facts.cores} core(s)"]
-    if facts.oversubscribed(settings.world_size):
+             f"timeout {settings.timeout_s:g} s, {facts.cores} core(s){launcher}"]
+    if settings.launcher == "simulated":
+        lines.append("dmlbench: simulated ranks (threads of this process, taking turns): correctness only, "
+                     "cases that measure are skipped")
+    if facts.oversubscribed(settings.world_size) and settings.launcher != "simulated":
         lines.append(
             f"dmlbench: WARNING {settings.world_size} rank(s) x {facts.workers} worker(s) > {facts.cores} core(s): "
             "processes are oversubscribed, timings are pessimistic (recorded with the results)"

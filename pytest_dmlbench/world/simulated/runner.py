@@ -7,6 +7,7 @@ worlds give, so the plugin reports it the same way.
 
 from __future__ import annotations
 
+import logging
 import random
 import sys
 import threading
@@ -130,6 +131,9 @@ class SimulatedCase:
         threads_before = torch.get_num_threads()
         torch.set_num_threads(1)  # one rank computes at a time: no thread pool per rank thread
         per_thread_before = comm.set_per_thread(True)  # a rank's comm counters see only its own calls
+        c10d_log = logging.getLogger("c10d-NullHandler-default")  # torch logs each failed call at debug level:
+        log_level = c10d_log.level  # one line per released rank repeats the report 1024 times
+        c10d_log.setLevel(logging.INFO)
         begin = time.monotonic()
         timed_out = False
         ACTIVE.world = self.world
@@ -148,6 +152,7 @@ class SimulatedCase:
         finally:
             ACTIVE.world = None
             comm.set_per_thread(per_thread_before)
+            c10d_log.setLevel(log_level)
             torch.set_num_threads(threads_before)
             torch.set_rng_state(host_rng[0])
             random.setstate(host_rng[1])

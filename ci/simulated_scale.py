@@ -1,0 +1,110 @@
+"""Timing targets of simulated ranks (issue 23): the DDP equivalence case at 256 and 1024 simulated ranks,
+peak memory, and the cost of one collective per rank. Targets are checked here, never in unit tests.
+
+    python ci/simulated_scale.py                 # everything, with the targets
+    python ci/simulated_scale.py --skip-cases    # only the per-collective costs
+
+Each equivalence case runs in a pytest subprocess of its own (its wall time as pytest's ``--durations``
+reports the call, and the subprocess's peak resident memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = "bench_cases/test_simulated_equivalence.py::test_strategy_matches_reference_at_scale"
+TARGETS_S = {256: 5.0, 1024: 30.0}  # DDP equivalence, 2 cores
+
+
+def run_case(strategy: str, ranks: int) -> tuple[float, float]:
+    """(seconds of the case's call, peak MB of the pytest process) for one equivalence case."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--dmlbench",
+         "--durations=1", "--durations-min=0", f"{CASE}[{strategy}-ranks{ranks}]"],
+        cwd=ROOT, capture_output=True, text=True, check=False)
+    match = re.search(r"([0-9.]+)s call", proc.stdout)
+    if proc.returncode != 0 or match is None:
+        raise SystemExit(f"{strategy} at {ranks} ranks did not pass:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return float(match.group(1)), max(peak, before) / 1024
+
+
+def collective_costs(ranks: int, rounds: int = 10) -> dict[str, float]:
+    """Microseconds per rank of one collective at ``ranks`` simulated ranks (medians of ``rounds``)."""
+    import torch
+    import torch.distributed as dist
+
+    from pytest_dmlbench.world.simulated.runner import SimulatedCase
+
+    payload = 2826  # the DDP case's parameter count (float64)
+    calls = {
+        "barrier": lambda: dist.barrier(),
+        "all_reduce (2826 float64)": lambda: dist.all_reduce(torch.ones(payload, dtype=torch.float64)),
+        "broadcast (2826 float64)": lambda: dist.broadcast(torch.ones(payload, dtype=torch.float64), 0),
+    }
+    costs: dict[str, float] = {}
+    for name, call in calls.items():
+        times: list[float] = []
+
+        def body(call: object = call, times: list[float] = times) -> None:
+            for _ in range(rounds):
+                dist.barrier()
+                start = time.perf_counter()
+                call()  # type: ignore[operator]
+                dist.barrier()
+                if dist.get_rank() == 0:
+                    times.append(time.perf_counter() - start)
+
+        baseline: list[float] = []
+
+        def empty(baseline: list[float] = baseline) -> None:
+            for _ in range(rounds):
+                dist.barrier()
+                start = time.perf_counter()
+                dist.barrier()
+                if dist.get_rank() == 0:
+                    baseline.append(time.perf_counter() - start)
+
+        SimulatedCase(1, body, lambda info: {}, world_size=ranks, seed=0, timeout_s=600).run()
+        if name != "barrier":
+            SimulatedCase(1, empty, lambda info: {}, world_size=ranks, seed=0, timeout_s=600).run()
+            extra = sorted(times)[len(times) // 2] - sorted(baseline)[len(baseline) // 2]
+        else:
+            extra = sorted(times)[len(times) // 2] / 2  # two barriers in each timed span
+        costs[name] = extra / ranks * 1e6
+    return costs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-cases", action="store_true", help="only the per-collective costs")
+    parser.add_argument("--strategies", default="ddp", help="comma-separated strategies to time (default ddp)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    for ranks in (64, 256, 1024):
+        costs = collective_costs(ranks)
+        print(f"{ranks:5d} ranks: " + "; ".join(f"{name} {us:.0f} us/rank" for name, us in costs.items()), flush=True)
+    failed = False
+    if not args.skip_cases:
+        for strategy in args.strategies.split(","):
+            for ranks in (64, 256, 1024):
+                seconds, peak_mb = run_case(strategy, ranks)
+                target = TARGETS_S.get(ranks) if strategy == "ddp" else None
+                met = target is not None and seconds <= target
+                verdict = "" if target is None else f" (target <= {target:g} s: {'met' if met else 'MISSED'})"
+                failed |= target is not None and seconds > target
+                print(f"{strategy} equivalence at {ranks} ranks: {seconds:.2f} s, peak RSS {peak_mb:.0f} MB{verdict}",
+                      flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
