@@ -218,6 +218,7 @@ class PairedGate:
         begin = self._now()
         problem = None
         try:
+            self._revive(judgement)
             self._judge(item, result, judgement, begin)
         except BlockFailed as exc:
             judgement.notes.append(str(exc).splitlines()[0])
@@ -236,6 +237,16 @@ class PairedGate:
         if judgement.profile is not None:
             extra["paired"]["profile"] = judgement.profile
         return GateDecision(list(judgement.verdicts), extra=extra, problem=problem)
+
+    def _revive(self, judgement: CaseJudgement) -> None:
+        """Restart a block server that stopped during an earlier case (a block that hung past its timeout
+        or crashed it), so that one case cannot end the run's comparisons: at most
+        :data:`MAX_SERVER_RESTARTS` times per server and run, after which its cases fail as before."""
+        for server in (self.ref, self.own):
+            if server.stopped and server.restarts < MAX_SERVER_RESTARTS:
+                server.restart()
+                judgement.notes.append(f"{server.launch.speaker} restarted after it stopped serving "
+                                       f"({server.restarts} of {MAX_SERVER_RESTARTS})")
 
     def _threshold(self, case: CaseResult) -> float:
         return self.settings.threshold_pct if case.threshold_pct is None else case.threshold_pct
@@ -550,6 +561,7 @@ class PairedGate:
 
 
 CHANGED = frozenset({"regression", "improvement"})
+MAX_SERVER_RESTARTS = 2  # per block server and run: a server that keeps dying is a problem to report
 
 # Figures the harness derives across cases (a scaling case's throughput over its one-rank variant's): no
 # block records them; they are computed from each block's throughput (:meth:`PairedGate._derived`).

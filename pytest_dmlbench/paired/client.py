@@ -79,6 +79,7 @@ class RefProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.channel: Channel | None = None
         self.hello: dict[str, Any] | None = None
+        self.restarts = 0
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "pytest", "-p", SERVER_PLUGIN, *self.launch.args]
@@ -99,6 +100,24 @@ class RefProcess:
         os.close(to_b_read)
         os.close(from_b_write)
         self.channel = Channel(from_b_read, to_b_write)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether this server served (said hello) and has stopped since (killed after a block failed to
+        answer, or crashed)."""
+        return self.hello is not None and self.channel is None
+
+    def restart(self) -> dict[str, Any]:
+        """A fresh server in place of one that stopped: its log is kept beside the new one (``.1``,
+        ``.2``... before the suffix), then the same command starts and says hello (RefError when not)."""
+        self.kill()
+        self.restarts += 1
+        log = self.launch.log_path
+        if log.exists():
+            log.replace(log.with_name(f"{log.stem}.{self.restarts}{log.suffix}"))
+        self.hello = None
+        self.start()
+        return self.wait_hello()
 
     def log_tail(self) -> str:
         try:

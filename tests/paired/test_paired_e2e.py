@@ -236,10 +236,20 @@ REF_DIES_CASES = """
     def test_second(dist, dmlbench):
         dmlbench(time.sleep, 0.01)
 """
+REF_ALWAYS_DIES_CASES = """
+    import time
+    import pytest
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    @pytest.mark.parametrize("i", range(4))
+    def test_each(dist, dmlbench, ref_dies, i):
+        dmlbench(time.sleep, 0.01)
+"""
 
 
-def test_ref_killed_mid_run_fails_the_cases_it_leaves_with_its_output(tmp_path: Path) -> None:
-    """B's pytest process is killed (SIGKILL) while it serves the first case's blocks."""
+def test_ref_killed_mid_run_fails_its_case_and_a_restarted_ref_judges_the_next(tmp_path: Path) -> None:
+    """B's pytest process is killed (SIGKILL) while it serves the first case's blocks: that case fails with
+    B's output; B is restarted (its log kept) and the next case is judged as if nothing had happened."""
     repo = make_repo(tmp_path / "repo", **{"conftest.py": REF_DIES_CONFTEST, "test_x.py": REF_DIES_CASES,
                                           "pytest.ini": "[pytest]\n"})
     before = user_state(repo)
@@ -251,7 +261,23 @@ def test_ref_killed_mid_run_fails_the_cases_it_leaves_with_its_output(tmp_path: 
         "*REF HEAD (*) could not serve blocks: its pytest process was killed by SIGKILL",
         "REF's pytest output (*), last part:*",
     ])
-    run.lines.fnmatch_lines(["*REF HEAD (*) stopped serving earlier in this run (see the first case that reported "
-                             "it); its pytest output is in *"])
-    run.lines.fnmatch_lines(["FAILED test_x.py::test_first*", "FAILED test_x.py::test_second*", "*2 failed*"])
+    run.lines.fnmatch_lines(["test_x.py::test_second: step_time_s unchanged *(REF HEAD (*) restarted after it "
+                             "stopped serving (1 of 2))"])
+    run.lines.fnmatch_lines(["FAILED test_x.py::test_first*", "*1 failed, 1 passed*"])
     assert "Traceback" not in run.output and "During handling" not in run.output
+
+
+def test_a_ref_that_keeps_dying_is_restarted_twice_then_its_cases_fail(tmp_path: Path) -> None:
+    """Every case kills B: two restarts, then the last case fails naming the first report."""
+    repo = make_repo(tmp_path / "repo", **{"conftest.py": REF_DIES_CONFTEST, "test_x.py": REF_ALWAYS_DIES_CASES,
+                                          "pytest.ini": "[pytest]\n"})
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", timeout=600, COLUMNS=WIDE,
+                     USER_REPO=str(repo))
+    assert run.returncode == 1, run.output
+    killed = "could not serve blocks: its pytest process was killed by SIGKILL"
+    run.lines.fnmatch_lines([f"FAILED test_x.py::test_each[[]{i}[]] - Failed: REF HEAD (*) {killed}" for i in range(3)]
+                            + ["FAILED test_x.py::test_each[[]3[]] - Failed: REF HEAD (*) stopped serving earlier *",
+                               "*4 failed*"])
+    log_folder = Path(run.output.split("its pytest output is in ")[1].split()[0]).parent
+    logs = sorted(path.name for path in log_folder.glob("*"))
+    assert logs == ["ref-pytest.1.log", "ref-pytest.2.log", "ref-pytest.log"], logs  # no server's output lost
