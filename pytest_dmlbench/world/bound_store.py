@@ -2,7 +2,8 @@
 
 torch's ``TCPStore`` binds every interface (``::``) when it opens its own socket, whatever host it is
 given. :func:`bound_store` binds the socket to ``host`` itself and hands it over (``master_listen_fd``).
-:func:`bind_rendezvous_stores` is the worker setup hook of the Ray instance the plugin starts: it makes
+:func:`bind_rendezvous_stores` runs in every worker of the Ray instance the plugin starts
+(``world/ray_worker_setup.py``): it makes
 ``torch.distributed``'s rendezvous (``env://`` and ``tcp://``, which Ray Train's ``init_process_group``
 uses) create rank 0's store the same way, so a ``framework: ray_train`` fit listens on the address Ray
 Train chose (127.0.0.1 for the embedded instance) and nowhere else. The hook replaces a private torch
@@ -17,8 +18,6 @@ import os
 import socket
 from datetime import timedelta
 from typing import Any
-
-HOOK = "pytest_dmlbench.world.bound_store.bind_rendezvous_stores"  # runtime_env worker_process_setup_hook
 
 
 def bound_store(host: str, port: int, world_size: int, timeout: timedelta, **options: Any) -> Any:
