@@ -84,9 +84,7 @@ def test_creep_of_3_percent_a_night_over_5_nights_is_flagged() -> None:
 
 
 def test_negative_control_a_detector_that_never_flags_fails_the_creep_check() -> None:
-    assert creep_caught(never_flags) == 0
-    with pytest.raises(AssertionError):
-        assert creep_caught(never_flags) >= 19
+    assert creep_caught(never_flags) == 0  # the creep check (at least 19 of 20 caught) fails it
 
 
 def test_unchanged_nights_with_the_machines_noise_are_not_flagged() -> None:
