@@ -2,19 +2,23 @@
 peak memory, and the cost of one collective per rank. Targets are checked here, never in unit tests.
 
     python ci/simulated_scale.py                 # everything, with the targets
-    python ci/simulated_scale.py --skip-cases    # only the per-collective costs
+    python ci/simulated_scale.py --skip-cases    # only the DDP breakdown and the per-collective costs
+    python ci/simulated_scale.py --strategies ddp,allreduce,bucketed,ps,local_sgd
 
 Each equivalence case runs in a pytest subprocess of its own (its wall time as pytest's ``--durations``
-reports the call, and the subprocess's peak resident memory).
+reports the call, and the subprocess's peak resident memory); the cases run before this process loads
+torch, because a child's peak resident memory starts from its parent's.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
 import re
-import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,17 +28,69 @@ TARGETS_S = {256: 5.0, 1024: 30.0}  # DDP equivalence, 2 cores
 
 
 def run_case(strategy: str, ranks: int) -> tuple[float, float]:
-    """(seconds of the case's call, peak MB of the pytest process) for one equivalence case."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--dmlbench",
-         "--durations=1", "--durations-min=0", f"{CASE}[{strategy}-ranks{ranks}]"],
-        cwd=ROOT, capture_output=True, text=True, check=False)
-    match = re.search(r"([0-9.]+)s call", proc.stdout)
+    """(seconds of the case's call, peak MB of its pytest process) for one equivalence case."""
+    with tempfile.TemporaryFile("w+") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--dmlbench",
+             "--durations=1", "--durations-min=0", f"{CASE}[{strategy}-ranks{ranks}]"],
+            cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        output.seek(0)
+        text = output.read()
+    match = re.search(r"([0-9.]+)s call", text)
     if proc.returncode != 0 or match is None:
-        raise SystemExit(f"{strategy} at {ranks} ranks did not pass:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return float(match.group(1)), max(peak, before) / 1024
+        raise SystemExit(f"{strategy} at {ranks} ranks did not pass:\n{text[-3000:]}")
+    return float(match.group(1)), usage.ru_maxrss / 1024
+
+
+def ddp_breakdown(ranks: int) -> dict[str, float]:
+    """Seconds of each phase of the DDP equivalence case at ``ranks`` simulated ranks (rank 0's clock between
+    barriers; a barrier's own cost is in each figure)."""
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    from bench_cases import test_simulated_equivalence as suite
+    from pytest_dmlbench.reference import flat
+    from pytest_dmlbench.world.simulated.runner import SimulatedCase
+
+    marks: list[tuple[str, float]] = []
+
+    def mark(name: str) -> None:
+        dist.barrier()
+        if dist.get_rank() == 0:
+            marks.append((name, time.perf_counter()))
+
+    def body() -> None:
+        mark("start")
+        strategy, reference = suite.build_pair("ddp", "mlp", 0.9)
+        mark("model and DistributedDataParallel(...) on every rank")
+        main = dist.get_rank() == 0
+        batches = [suite.global_batch("mlp", suite.SHARD * ranks, s) if main else None for s in range(suite.STEPS)]
+        like = suite.global_batch("mlp", suite.SHARD, 0)
+        shards = [suite.scatter_shards(batch, strategy, like) for batch in batches]
+        mark("data: rank 0 makes the global batches and scatters the shards")
+        trainer = suite.reference_sgd(reference, [b for b in batches if b is not None], F.cross_entropy,
+                                      lr=strategy.lr, momentum=strategy.momentum)
+        for step, data in enumerate(shards, start=1):
+            assert data is not None
+            strategy.step(data[0], data[1], F.cross_entropy)
+            if main:
+                next(trainer)
+            mark(f"DDP step {step} (forward, backward, gradient all-reduce, SGD)")
+            suite.check_step(flat(strategy.model.parameters()), flat(reference.parameters()) if main else None,
+                             what="breakdown")
+            mark(f"check after step {step} (broadcast + 2 flag all-reduces)")
+
+    begin = time.perf_counter()
+    run = SimulatedCase(1, body, lambda info: {}, world_size=ranks, seed=0, timeout_s=600).run()
+    total = time.perf_counter() - begin
+    if not run.passed:
+        raise SystemExit(f"the DDP breakdown case failed at {ranks} ranks")
+    phases = {"world start and end (threads, init_process_group)": total - (marks[-1][1] - marks[0][1])}
+    for (_, before), (name, after) in itertools.pairwise(marks):
+        phases[name] = after - before
+    return phases
 
 
 def collective_costs(ranks: int, rounds: int = 10) -> dict[str, float]:
@@ -89,9 +145,6 @@ def main() -> int:
     parser.add_argument("--strategies", default="ddp", help="comma-separated strategies to time (default ddp)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    for ranks in (64, 256, 1024):
-        costs = collective_costs(ranks)
-        print(f"{ranks:5d} ranks: " + "; ".join(f"{name} {us:.0f} us/rank" for name, us in costs.items()), flush=True)
     failed = False
     if not args.skip_cases:
         for strategy in args.strategies.split(","):
@@ -103,6 +156,14 @@ def main() -> int:
                 failed |= target is not None and seconds > target
                 print(f"{strategy} equivalence at {ranks} ranks: {seconds:.2f} s, peak RSS {peak_mb:.0f} MB{verdict}",
                       flush=True)
+    for ranks in (256, 1024):
+        phases = ddp_breakdown(ranks)
+        print(f"DDP case at {ranks} ranks, {sum(phases.values()):.2f} s:", flush=True)
+        for name, seconds in phases.items():
+            print(f"    {seconds:6.2f} s  {name}", flush=True)
+    for ranks in (64, 256, 1024):
+        costs = collective_costs(ranks)
+        print(f"{ranks:5d} ranks: " + "; ".join(f"{name} {us:.0f} us/rank" for name, us in costs.items()), flush=True)
     return 1 if failed else 0
 
 

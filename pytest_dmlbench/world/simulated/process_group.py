@@ -90,6 +90,10 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:
         return BACKEND_NAME
 
+    def _get_backend(self, device: Any) -> SimulatedProcessGroup:  # type: ignore[override]
+        """The group is its own backend (``batch_isend_irecv`` asks it whether it coalesces: it does not)."""
+        return self
+
     @property
     def _device_types(self) -> list[torch.device]:
         return [torch.device("cpu")]

@@ -172,3 +172,21 @@ def test_results_are_the_same_on_every_run() -> None:
     for _ in range(2):
         assert passed(simulate(body, 64), 64)
     assert torch.equal(results[0], results[1])
+
+
+def test_batched_point_to_point_and_bitwise_reductions() -> None:
+    def body(info: Any) -> None:
+        rank, size = dist.get_rank(), dist.get_world_size()
+        incoming = torch.empty(1)
+        ops = [dist.P2POp(dist.isend, torch.tensor([float(rank)]), (rank + 1) % size),
+               dist.P2POp(dist.irecv, incoming, (rank - 1) % size)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        assert incoming.item() == (rank - 1) % size
+        bits = torch.tensor([0b1111 ^ (1 << (rank % 4))])
+        dist.all_reduce(bits, op=dist.ReduceOp.BAND)
+        assert bits.item() == 0
+        dist.all_reduce(bits.fill_(1 << (rank % 4)), op=dist.ReduceOp.BOR)
+        assert bits.item() == 0b1111
+
+    assert passed(simulate(body, N), N)
