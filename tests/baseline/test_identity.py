@@ -38,7 +38,7 @@ def test_other_names_are_not_identity_keys(name: str) -> None:
 
 
 def test_invalid_parts_are_refused_with_the_accepted_values() -> None:
-    with pytest.raises(ValueError, match="launcher must be one of fork, ray, got 'spawn'"):
+    with pytest.raises(ValueError, match="launcher must be one of fork, ray, simulated, got 'spawn'"):
         BaselineIdentity(2, "gloo", "spawn", "persistent")
     with pytest.raises(ValueError, match="world size must be an integer >= 1"):
         BaselineIdentity(0, "gloo", "fork", "persistent")
