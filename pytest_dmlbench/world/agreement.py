@@ -22,6 +22,28 @@ UNMATCHED_ADVICE = (
 )
 
 
+# Up to this many ranks are listed one by one; more (simulated worlds of 1024) as spans: 0-11, 13-1023.
+LISTED_ONE_BY_ONE = 16
+
+
+def rank_spans(ranks: list[int]) -> str:
+    """Consecutive ranks as spans: ``0-11, 13, 15-1023``."""
+    spans: list[list[int]] = []
+    for rank in sorted(ranks):
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def rank_list(ranks: list[int]) -> str:
+    """``0, 1, 2`` for a few ranks; :func:`rank_spans` for more than ``LISTED_ONE_BY_ONE``."""
+    if len(ranks) > LISTED_ONE_BY_ONE:
+        return rank_spans(ranks)
+    return ", ".join(str(rank) for rank in sorted(ranks))
+
+
 def _ranks(ranks: list[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(str(r) for r in ranks)
 
@@ -68,7 +90,14 @@ def mixed_outcomes(described: list[tuple[int, str, str]]) -> str:
     rank's outcome and what the case must do; '' when every rank reached the same outcome."""
     if len({status for _, status, _ in described}) <= 1:
         return ""
-    listing = ", ".join(f"rank {rank} {text}" for rank, _, text in described)
+    if len(described) <= LISTED_ONE_BY_ONE:
+        listing = ", ".join(f"rank {rank} {text}" for rank, _, text in described)
+    else:
+        by_text: dict[str, list[int]] = {}
+        for rank, _, text in described:
+            by_text.setdefault(text, []).append(rank)
+        listing = ", ".join(f"{'rank' if len(ranks) == 1 else 'ranks'} {rank_list(ranks)} {text}"
+                            for text, ranks in sorted(by_text.items(), key=lambda item: min(item[1])))
     statuses = {status for _, status, _ in described}
     advice = MIXED_SKIP_ADVICE if statuses & {"skipped", "xfailed", "not_judged"} else MIXED_FAIL_ADVICE
     return f"the ranks reached different outcomes: {listing}. {advice}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_dmlbench.world.agreement import UNMATCHED_ADVICE, describe_outcome, mixed_outcomes
+from pytest_dmlbench.world.agreement import UNMATCHED_ADVICE, describe_outcome, mixed_outcomes, rank_list
 from pytest_dmlbench.world.world import CaseOutcome, RankReport
 
 
@@ -60,7 +60,7 @@ def _group_by_stack(reports: list[RankReport]) -> list[list[RankReport]]:
 def _describe_stuck_group(group: list[RankReport], run: CaseOutcome, first_failure: str | None) -> str:
     if len(group) == 1:
         return _describe(group[0], run, first_failure)
-    ranks = ", ".join(str(r.rank) for r in group)
+    ranks = rank_list([r.rank for r in group])
     why = (f"still running at the {run.timeout_s:g} s timeout" if run.timed_out
            else f"still waiting (most likely in a collective) after {first_failure}")
     return f"[ranks {ranks}] {why}; their stack (the same on each):\n{_stack_lines(group[0].stack)}"
@@ -74,13 +74,13 @@ def failure_text(run: CaseOutcome, world_size: int, backend: str) -> str:
     if run.timed_out and not failed and not died:
         headline = (
             f"distributed case timed out after {run.timeout_s:g} s on {world_size} rank(s) ({backend}); "
-            f"rank(s) {', '.join(str(r.rank) for r in stuck)} still running. Raise the limit with "
+            f"rank(s) {rank_list([r.rank for r in stuck])} still running. Raise the limit with "
             "@pytest.mark.dmlbench(timeout=...) or --dmlbench-timeout if the case is just slow."
         )
     else:
         parts = []
         if failed:
-            parts.append(f"failed on rank(s) {', '.join(str(r.rank) for r in failed)}")
+            parts.append(f"failed on rank(s) {rank_list([r.rank for r in failed])}")
         if died:
             parts.append("; ".join(f"rank {r.rank} died ({r.died})" for r in died))
         if parts:

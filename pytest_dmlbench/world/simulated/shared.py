@@ -5,23 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pytest_dmlbench.world.agreement import rank_spans
 from pytest_dmlbench.world.simulated.rendezvous import GroupState
 from pytest_dmlbench.world.simulated.turns import TurnTaking
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:
     """``rank 3`` or ``ranks 0-4, 6, 8-1023``."""
-    ordered = sorted(ranks)
-    spans: list[str] = []
-    start = prev = ordered[0]
-    for rank in [*ordered[1:], None]:
-        if rank is not None and rank == prev + 1:
-            prev = rank
-            continue
-        spans.append(str(start) if start == prev else f"{start}-{prev}")
-        if rank is not None:
-            start = prev = rank
-    return ("rank " if len(ordered) == 1 else "ranks ") + ", ".join(spans)
+    return ("rank " if len(ranks) == 1 else "ranks ") + rank_spans(list(ranks))
 
 
 @dataclass

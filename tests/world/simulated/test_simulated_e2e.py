@@ -110,6 +110,9 @@ def test_faults_at_1024_ranks_are_reported_and_the_next_case_runs(tmp_path: Path
     result.lines.fnmatch_lines([
         "*distributed case failed on rank(s) 999 of 1024 (simulated)*",
         "*AssertionError: wrong on rank 999*",
+        "*[[]ranks 0-998, 1000-1023[]] still waiting (most likely in a collective) after rank 999 failed; their "
+        "stack (the same on each):*",
+        "*the ranks reached different outcomes: ranks 0-998, 1000-1023 did not finish, rank 999 failed.*",
     ])
     result.lines.fnmatch_lines([
         "*distributed case on 1024 rank(s) (simulated): no simulated rank can go on, a collective or receive "
