@@ -23,6 +23,10 @@ MEASURING_SKIP = (
     "measures timings (uses the dmlbench fixture): simulated ranks share one process and take turns, so "
     "their timings are not a real world's and are not judged; run it with --dmlbench-launcher fork or ray"
 )
+PROPERTY_SKIP = (
+    "a property-based (@given) case: its ranks agree on every example through a channel between rank "
+    "processes, which simulated ranks (threads taking turns) do not provide; run it with --dmlbench-launcher fork"
+)
 NCCL_SKIP = "simulated ranks run on the CPU: nccl is not simulated; use --dmlbench-backend gloo or auto"
 
 
@@ -46,9 +50,12 @@ class SimulatedEngine:
         return BackendChoice(BACKEND_NAME, problem or None)
 
     def run(self, case: PreparedCase) -> CaseOutcome:
+        from pytest_dmlbench.properties.body import is_property
+
         self._cases += 1
-        if case.uses_bench:
-            return CaseOutcome([RankReport(rank, RankOutcome(self._cases, rank, "skipped", MEASURING_SKIP))
+        skip = MEASURING_SKIP if case.uses_bench else PROPERTY_SKIP if is_property(case.case.func) else ""
+        if skip:
+            return CaseOutcome([RankReport(rank, RankOutcome(self._cases, rank, "skipped", skip))
                                 for rank in range(case.world_size)], 0.0)
         from pytest_dmlbench.world.simulated.runner import SimulatedCase
 

@@ -223,5 +223,5 @@ class SimulatedCase:
                        f"{'is' if len(left_running) == 1 else 'are'} left waiting in a daemon thread)")
         failed = any(r.outcome is not None and r.outcome.status == "failed" for r in reports)
         run = CaseOutcome(reports, elapsed, timed_out=timed_out, timeout_s=self.timeout_s,
-                          unmatched="" if failed and not timed_out else reason, rebuilt_because=rebuild)
+                          unmatched="" if failed or timed_out else reason, rebuilt_because=rebuild)
         return run

@@ -111,3 +111,27 @@ def test_many_ranks_are_listed_as_spans() -> None:
 
     assert rank_list([0, 1, 2, 3]) == "0, 1, 2, 3"  # a few: one by one, as forked worlds list them
     assert rank_list([*range(12), *range(13, 1024)]) == "0-11, 13-1023"
+
+
+def test_a_rank_blocked_where_it_cannot_be_seen_is_stopped_at_the_case_timeout() -> None:
+    from pytest_dmlbench.world.simulated.runner import SimulatedCase
+
+    held = threading.Lock()
+    held.acquire()
+
+    def body(info: Any) -> None:
+        if info.rank == 1:
+            held.acquire()  # a plain lock: no Python frame of threading.py shows the wait
+        dist.barrier()
+
+    try:
+        run = SimulatedCase(1, body, lambda info: {"info": info}, world_size=4, seed=0, timeout_s=1.0).run()
+    finally:
+        held.release()  # lets the thread left waiting end
+    text = report(run, 4)
+    assert run.timed_out and not run.passed
+    assert text.startswith("distributed case timed out after 1 s on 4 rank(s) (simulated); rank(s) 0, 1, 2, 3 "
+                           "still running.")
+    assert "the case did not finish within its 1 s timeout; rank 1 was running. Every rank's last collective: " \
+           "rank 0: wait in barrier #1 on the default group; rank 1: running (no collective issued); " \
+           "ranks 2-3: not started (no collective issued)" in text

@@ -11,6 +11,7 @@ from tests.conftest import run_pytest, write_files
 
 CASES = """
     import pytest, torch, torch.distributed as td
+    from hypothesis import given, strategies as st
 
     @pytest.mark.dmlbench
     def test_sums(dist):
@@ -22,6 +23,11 @@ CASES = """
     @pytest.mark.dmlbench
     def test_measures(dist, dmlbench):
         dmlbench(lambda: None)
+
+    @pytest.mark.dmlbench
+    @given(n=st.integers(1, 5))
+    def test_property(dist, n):
+        pass
 """
 
 
@@ -36,6 +42,11 @@ def test_the_launcher_runs_correctness_cases_and_skips_measuring_ones(tmp_path: 
         "*test_measures SKIPPED*",
         "SKIPPED * measures timings (uses the dmlbench fixture): simulated ranks share one process and take turns, "
         "so their timings are not a real world's and are not judged; run it with --dmlbench-launcher fork or ray",
+    ])
+    result.lines.fnmatch_lines([
+        "SKIPPED * a property-based (@given) case: its ranks agree on every example through a channel between "
+        "rank processes, which simulated ranks (threads taking turns) do not provide; run it with "
+        "--dmlbench-launcher fork",
     ])
     assert "Captured log" not in result.output
 
