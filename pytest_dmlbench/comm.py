@@ -234,6 +234,7 @@ _originals: dict[tuple[Any, str], Callable[..., Any]] = {}
 _install_lock = threading.Lock()
 _interceptor: Interceptor | None = None
 _per_thread = False  # simulated ranks (threads of one process): a counter sees only its own thread's calls
+_thread_interceptors: dict[int, Interceptor] = {}  # with _per_thread: each thread's interceptor
 
 
 def set_per_thread(enabled: bool) -> bool:
@@ -241,14 +242,26 @@ def set_per_thread(enabled: bool) -> bool:
     returns the previous setting."""
     global _per_thread
     previous, _per_thread = _per_thread, enabled
+    _thread_interceptors.clear()
     return previous
 
 
 def set_interceptor(interceptor: Interceptor | None) -> Interceptor | None:
-    """Install ``interceptor`` for every later counted operation (``None`` removes it); returns the previous."""
+    """Install ``interceptor`` for every later counted operation (``None`` removes it); returns the previous.
+    With per-thread counting on, for the calling thread's operations only."""
     global _interceptor
+    if _per_thread:
+        here = threading.get_ident()
+        previous = _thread_interceptors.pop(here, None)
+        if interceptor is not None:
+            _thread_interceptors[here] = interceptor
+        return previous
     previous, _interceptor = _interceptor, interceptor
     return previous
+
+
+def _current_interceptor() -> Interceptor | None:
+    return _thread_interceptors.get(threading.get_ident()) if _per_thread else _interceptor
 
 
 def issue(op: str, size: int, call: Callable[[], Any], group: Any = None) -> Any:
@@ -256,10 +269,10 @@ def issue(op: str, size: int, call: Callable[[], Any], group: Any = None) -> Any
     ``deepspeed.comm``, Horovod) and run ``call`` through the interceptor; the ``torch.distributed`` calls
     it makes inside are not counted a second time. Nothing is counted in a group of one rank."""
     counters = _recording()
-    if not counters and _interceptor is None:
+    interceptor = _current_interceptor()
+    if not counters and interceptor is None:
         return call()
     size = size if _group_size(group) > 1 else 0
-    interceptor = _interceptor
     start = now()
     with _suppressed():
         result = call() if interceptor is None else interceptor(op, size, call)
@@ -379,7 +392,7 @@ def _counting(
             return original(*args, **kwargs)
         arguments = signature.bind(*args, **kwargs).arguments
         nbytes = payload_of(arguments) if size_of_group(arguments.get("group")) > 1 else 0
-        interceptor = _interceptor
+        interceptor = _current_interceptor()
         start = now()
         with _suppressed():  # a collective implemented through another one is counted once
             if interceptor is None:

@@ -86,9 +86,23 @@ class SimulatedProcessGroup(dist.ProcessGroup):
         self._group_rank = group_rank
         self._global_rank = group.members[group_rank]
         self._seq = 0
+        self._description = ""
 
     def getBackendName(self) -> str:
         return BACKEND_NAME
+
+    # the group's name and description: a Python group has no backend to keep them (DeviceMesh reads the name)
+    def getGroupName(self) -> str:
+        return self._group.name
+
+    def setGroupName(self, name: str) -> None:
+        """The name is the one the group was created with."""
+
+    def getGroupDesc(self) -> str:
+        return self._description
+
+    def setGroupDesc(self, description: str) -> None:
+        self._description = description
 
     def _get_backend(self, device: Any) -> SimulatedProcessGroup:  # type: ignore[override]
         """The group is its own backend (``batch_isend_irecv`` asks it whether it coalesces: it does not)."""

@@ -16,7 +16,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from pytest_dmlbench import models
-from pytest_dmlbench.comm import instrument_collectives
+from pytest_dmlbench.comm import instrument_collectives, set_interceptor
 from pytest_dmlbench.world.simulated.compat import incompatibility
 from tests.world.simulated.helpers import passed, simulate
 
@@ -76,6 +76,27 @@ def test_communication_counts_are_per_rank() -> None:
 
     assert passed(simulate(body, N), N)
     assert counted == {rank: 1 for rank in range(N)}
+
+
+def test_an_interceptor_sees_its_own_ranks_calls() -> None:
+    seen: dict[int, list[str]] = {}
+
+    def body(info: Any) -> None:
+        mine: list[str] = []
+
+        def intercept(op: str, nbytes: int, call: Any) -> Any:
+            mine.append(op)
+            return call()
+
+        set_interceptor(intercept)
+        with instrument_collectives():
+            dist.all_reduce(torch.ones(10, dtype=torch.float64))
+            dist.broadcast(torch.ones(2), src=0)
+        set_interceptor(None)
+        seen[info.rank] = mine
+
+    assert passed(simulate(body, N), N)
+    assert seen == {rank: ["all_reduce", "broadcast"] for rank in range(N)}
 
 
 @pytest.mark.parametrize("options", [
