@@ -35,6 +35,7 @@ def test_a_failing_rank_is_named_and_its_peers_released() -> None:
     assert "AssertionError: rank 517 disagrees" in text
     assert "still waiting (most likely in a collective) after rank 517 failed" in text
     assert all(r.outcome is not None or r.stuck for r in run.ranks)
+    assert not rank_threads()
 
 
 def test_a_skipped_collective_is_reported_with_every_ranks_last_collective() -> None:
@@ -51,6 +52,11 @@ def test_a_skipped_collective_is_reported_with_every_ranks_last_collective() -> 
                                     "default group; rank 700: ended (last collective: all_reduce(SUM, "
                                     "float32[4]) #1 on the default group)")
     assert report(run).startswith(f"distributed case on {N} rank(s) (simulated): no simulated rank can go on")
+    assert not rank_threads()  # nothing left running
+
+
+def rank_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("dmlbench-simulated-rank-")]
 
 
 def test_a_mismatched_collective_is_reported_at_once() -> None:
@@ -67,6 +73,7 @@ def test_a_mismatched_collective_is_reported_at_once() -> None:
                                     "default group, where rank 0 called all_reduce(SUM, float32[4]). Every "
                                     "rank's last collective: ")
     assert "rank 3: running (last collective: broadcast(root 0, float32[4]) #1" in run.unmatched
+    assert not rank_threads()
 
 
 def test_a_rank_blocked_outside_the_process_group_is_reported() -> None:
