@@ -33,10 +33,10 @@ from torch import nn
 from pytest_dmlbench.data import shard_bounds
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.properties import refute
-from pytest_dmlbench.reference import assert_identical_across_ranks, check_matches_reference, tolerances
 from pytest_dmlbench.robust import aggregate
 from pytest_dmlbench.strategies import build
 from pytest_dmlbench.strategies.allreduce import AllReduceStrategy
+from pytest_dmlbench.training.reference import assert_identical_across_ranks, check_matches_reference, tolerances
 
 # The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
 pytestmark = pytest.mark.correctness

@@ -18,9 +18,14 @@ import torch.distributed as tdist
 import torch.nn.functional as F
 from torch import nn
 
-from pytest_dmlbench import models
 from pytest_dmlbench.data import shard, shard_bounds, synthetic_classification, token_sequences
-from pytest_dmlbench.reference import (
+from pytest_dmlbench.strategies import Strategy, build
+from pytest_dmlbench.strategies.allreduce import AllReduceStrategy
+from pytest_dmlbench.strategies.base import resolve_device
+from pytest_dmlbench.strategies.bucketed import BucketedStrategy
+from pytest_dmlbench.strategies.pipeline import split_stages
+from pytest_dmlbench.training import models
+from pytest_dmlbench.training.reference import (
     assert_close_on_all_ranks,
     assert_identical_across_ranks,
     batch_for,
@@ -31,11 +36,6 @@ from pytest_dmlbench.reference import (
     relative_error,
     tolerances,
 )
-from pytest_dmlbench.strategies import Strategy, build
-from pytest_dmlbench.strategies.allreduce import AllReduceStrategy
-from pytest_dmlbench.strategies.base import resolve_device
-from pytest_dmlbench.strategies.bucketed import BucketedStrategy
-from pytest_dmlbench.strategies.pipeline import split_stages
 
 # The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
 pytestmark = pytest.mark.correctness

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from pytest_dmlbench import models
 from pytest_dmlbench.sweeps.loader import AugmentedImages
+from pytest_dmlbench.training import models
 
 WORKERS = [0, 1, 2, 4]
 BATCH_SIZES = [32, 128]

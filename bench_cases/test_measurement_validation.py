@@ -20,7 +20,6 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from pytest_dmlbench.comm import counting_comm_hook
 from pytest_dmlbench.errors import NotJudged
 from pytest_dmlbench.measure.bandwidth import busbw_gbps
 from pytest_dmlbench.measure.clock import now
@@ -30,11 +29,12 @@ from pytest_dmlbench.measure.collective_bench import (
     bench_collective,
     check_collective,
 )
+from pytest_dmlbench.measure.comm import counting_comm_hook
 from pytest_dmlbench.measure.contention import ContentionWatch
 from pytest_dmlbench.measure.memory import PeakMemoryWatch, peak_rss_bytes
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan
 from pytest_dmlbench.measure.runner import benchmark_training, time_callable
-from pytest_dmlbench.stats import median_interval, summarize
+from pytest_dmlbench.results.stats import median_interval, summarize
 
 # The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
 pytestmark = pytest.mark.correctness

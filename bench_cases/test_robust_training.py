@@ -34,9 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from pytest_dmlbench import models
 from pytest_dmlbench.data import shard, synthetic_classification
-from pytest_dmlbench.reference import assert_identical_across_ranks, disagreeing_ranks, raise_on_all_ranks
 from pytest_dmlbench.robust import (
     BackdoorDataset,
     LabelFlipDataset,
@@ -47,6 +45,8 @@ from pytest_dmlbench.robust import (
 from pytest_dmlbench.robust.integrity import model_digest
 from pytest_dmlbench.robust.strategy import SIGNATURE_BYTES, RobustStrategy
 from pytest_dmlbench.strategies import Strategy, build
+from pytest_dmlbench.training import models
+from pytest_dmlbench.training.reference import assert_identical_across_ranks, disagreeing_ranks, raise_on_all_ranks
 
 # The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
 pytestmark = pytest.mark.correctness

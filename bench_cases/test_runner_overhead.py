@@ -17,7 +17,7 @@ import pytest
 
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan
 from pytest_dmlbench.measure.runner import time_callable
-from pytest_dmlbench.stats import summarize
+from pytest_dmlbench.results.stats import summarize
 
 STEP_S = 0.010
 

@@ -4,7 +4,7 @@ Held to the float64 equivalence of the other strategies: after every step the wh
 from the shards) equal single-process SGD on the global batch, at world sizes 2 and 4; a negative control
 per strategy (FSDP skipping its gradient reduce-scatter, TP leaving out the all-reduce of the row-wise
 partial outputs) must fail that check. Their bytes per step match the formulas in the strategies'
-docstrings, routed through :mod:`pytest_dmlbench.comm`, and their twins send nothing.
+docstrings, routed through :mod:`pytest_dmlbench.measure.comm`, and their twins send nothing.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from torch import nn
 
 from bench_cases.test_equivalence import GLOBAL_BATCH, LR, MOMENTA, make_batches, make_model, pinned
 from bench_cases.test_strategy_accounting import check_bytes_agree, one_step, train_once
-from pytest_dmlbench import models
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.reference import (
+from pytest_dmlbench.strategies import build
+from pytest_dmlbench.strategies.sharded import ShardedStrategy, sharding_support
+from pytest_dmlbench.training import models
+from pytest_dmlbench.training.reference import (
     assert_close_on_all_ranks,
     assert_identical_across_ranks,
     batch_for,
@@ -31,8 +33,6 @@ from pytest_dmlbench.reference import (
     reference_sgd,
     tolerances,
 )
-from pytest_dmlbench.strategies import build
-from pytest_dmlbench.strategies.sharded import ShardedStrategy, sharding_support
 
 # The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness. The strategy modules are
 # imported where used: on a torch without FSDP2/DTensor importing them raises, and these cases are skipped.

@@ -25,10 +25,10 @@ import torch.distributed as tdist
 import torch.nn.functional as F
 from torch import nn
 
-from pytest_dmlbench import models
 from pytest_dmlbench.data import shard, synthetic_classification
-from pytest_dmlbench.reference import flat, reference_sgd, tolerances
 from pytest_dmlbench.strategies import Strategy, build
+from pytest_dmlbench.training import models
+from pytest_dmlbench.training.reference import flat, reference_sgd, tolerances
 
 SHARD = 4  # samples per data-parallel rank
 STEPS = 3

@@ -14,10 +14,10 @@ import pytest
 import torch.nn.functional as F
 
 from pytest_dmlbench import comm, models
-from pytest_dmlbench.comm import instrument_collectives
 from pytest_dmlbench.data import synthetic_classification
-from pytest_dmlbench.reference import batch_for, raise_on_all_ranks
+from pytest_dmlbench.measure.comm import instrument_collectives
 from pytest_dmlbench.strategies import Strategy, build
+from pytest_dmlbench.training.reference import batch_for, raise_on_all_ranks
 
 # The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness
 pytestmark = pytest.mark.correctness
@@ -133,7 +133,7 @@ def test_pipeline_sends_activations_and_its_twin_does_not(dist: Any) -> None:
 
 def check_bytes_agree(strategy: Strategy, runner_bytes: list[float]) -> None:
     """The strategy's own count of its last step and the runner's count of the same step are one figure
-    (both come from :mod:`pytest_dmlbench.comm`); checked on every rank, maxed like the runner's."""
+    (both come from :mod:`pytest_dmlbench.measure.comm`); checked on every rank, maxed like the runner's."""
     import torch
     import torch.distributed as td
 

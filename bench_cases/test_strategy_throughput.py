@@ -18,9 +18,9 @@ import torch
 import torch.distributed as tdist
 import torch.nn.functional as F
 
-from pytest_dmlbench import models
 from pytest_dmlbench.data import shard, synthetic_images
 from pytest_dmlbench.strategies import Strategy, build
+from pytest_dmlbench.training import models
 
 PER_RANK_BATCH = 16
 WARMUP_STEPS = 2

@@ -14,7 +14,6 @@ import torch
 import torch.distributed as td
 import torch.nn.functional as F
 
-from pytest_dmlbench import models
 from pytest_dmlbench.data import (
     shard,
     synthetic_classification,
@@ -23,6 +22,7 @@ from pytest_dmlbench.data import (
     token_sequences,
 )
 from pytest_dmlbench.strategies import build
+from pytest_dmlbench.training import models
 
 PER_RANK_BATCH = 16
 ROUNDS = 10

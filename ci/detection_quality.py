@@ -40,8 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_dmlbench.baseline.compare import compare_metric
-from pytest_dmlbench.baseline.history import carried_history
+from pytest_dmlbench.gates.stored.compare import compare_metric
+from pytest_dmlbench.gates.stored.history import carried_history
 from pytest_dmlbench.results import MetricResult
 
 BATCH = 64

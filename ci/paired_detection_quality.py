@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_dmlbench.baseline.compare import compare_metric
+from pytest_dmlbench.gates.stored.compare import compare_metric
 from pytest_dmlbench.results import RunResults
 
 LIB = textwrap.dedent('''

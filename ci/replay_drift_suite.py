@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_dmlbench.baseline.jsonio import read_results
 from pytest_dmlbench.drift.findings import analyse
 from pytest_dmlbench.drift.history import Night, append_night, load_history, night_from_results
+from pytest_dmlbench.results.jsonio import read_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_drift import recorded_log_ratios

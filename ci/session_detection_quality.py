@@ -38,8 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_dmlbench.baseline.compare import compare_metric
-from pytest_dmlbench.baseline.history import carried_history
+from pytest_dmlbench.gates.stored.compare import compare_metric
+from pytest_dmlbench.gates.stored.history import carried_history
 from pytest_dmlbench.results import CaseResult, MetricResult, RunResults
 
 CASE_FILE = textwrap.dedent(
@@ -53,7 +53,7 @@ CASE_FILE = textwrap.dedent(
     import torch
     import torch.nn.functional as F
 
-    from pytest_dmlbench import models
+    from pytest_dmlbench.training import models
     from pytest_dmlbench.data import shard, synthetic_classification
     from pytest_dmlbench.strategies import build
 

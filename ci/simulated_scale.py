@@ -51,7 +51,7 @@ def ddp_breakdown(ranks: int) -> dict[str, float]:
     import torch.nn.functional as F
 
     from bench_cases import test_simulated_equivalence as suite
-    from pytest_dmlbench.reference import flat
+    from pytest_dmlbench.training.reference import flat
     from pytest_dmlbench.world.simulated.runner import SimulatedCase
 
     marks: list[tuple[str, float]] = []

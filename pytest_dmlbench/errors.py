@@ -1,4 +1,7 @@
-"""Exceptions shared by the parent process and the ranks (all pickle cleanly)."""
+"""Every exception a user may meet or catch, and the warnings the plugin gives (all pickle cleanly, so ranks
+and the parent share them). Internal signals between parts (a broken side channel, a failed block) stay
+beside the code that raises and catches them.
+"""
 
 from __future__ import annotations
 
@@ -32,3 +35,69 @@ class BaselineWarning(UserWarning):
 class WorldRebuiltWarning(UserWarning):
     """A case left its world unusable (destroyed or replaced the default group, or state that cannot be
     restored); the world was rebuilt and the case is named."""
+
+
+# raised by pytest_dmlbench.plots.figure
+class PlotsUnavailable(DmlbenchError):
+    """matplotlib is not installed."""
+
+
+# raised by pytest_dmlbench.projection.analysis
+class ProjectionError(DmlbenchError):
+    """The results cannot be projected (nothing to calibrate on, nothing to project); says what to run."""
+
+
+# raised by pytest_dmlbench.world.scripts
+class ScriptFailed(AssertionError):
+    """A script run by :func:`run_script` exited with a status other than 0."""
+
+
+# raised by pytest_dmlbench.world.failure
+class DistributedCaseFailed(Exception):
+    """Raised in the parent when a case failed on some rank; its text is the whole report."""
+
+
+# raised by pytest_dmlbench.world.adopt_group
+class GroupMismatch(ValueError):
+    """``init_process_group`` inside a case asked for a group the case's world is not."""
+
+
+# raised by pytest_dmlbench.world.engine
+class CaseNotRunnable(Exception):
+    """The case could not be sent to the ranks (not collected, unsendable fixture, world not started);
+    the message says why and what to do."""
+
+
+# raised by pytest_dmlbench.gates.paired.worktree
+class RefError(Exception):
+    """REF cannot be used; the message names the problem and the fix."""
+
+
+# raised by pytest_dmlbench.experiments.loading
+class ExperimentFileError(Exception):
+    """An experiment file that cannot be run; the message says where and how to fix it."""
+
+
+# raised by pytest_dmlbench.drift.history
+class HistoryError(DmlbenchError):
+    """A history folder or night file that cannot be used; the message names it and the fix."""
+
+
+# raised by pytest_dmlbench.data.cifar
+class DataError(DmlbenchError):
+    """A data set that is missing or unreadable; the message names the file and the fix."""
+
+
+# raised by pytest_dmlbench.sweeps.maxbatch
+class BatchSearchError(DmlbenchError):
+    """Not even the smallest batch fits, or the memory cannot be measured here."""
+
+
+# raised by pytest_dmlbench.measure.collective_bench
+class CollectiveCheckFailed(AssertionError):
+    """A collective returned wrong data in the untimed correctness call."""
+
+
+# raised by pytest_dmlbench.pytest_internals
+class PytestInternalsChanged(DmlbenchError):
+    """The installed pytest lacks a private name the plugin reads; says which, and the pytest to install."""

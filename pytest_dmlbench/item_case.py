@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder
+from pytest_dmlbench.errors import CaseNotRunnable
 from pytest_dmlbench.gates.gate import BlockResult
 from pytest_dmlbench.measure.op_profile import ProfileSlot, profiled
 from pytest_dmlbench.measure.rounds import BlockBudget
+from pytest_dmlbench.pytest_internals import fixture_argnames
 from pytest_dmlbench.results import MetricResult
 from pytest_dmlbench.stash_keys import BACKEND_KEY, ENGINE_KEY, LOCAL_METRICS_KEY, SETTINGS_KEY
-from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
+from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.failure import failure_text
 
 IN_PROCESS_FIXTURE = "dmlbench_metrics"
@@ -34,7 +36,7 @@ def callspec_params(item: pytest.Item) -> dict[str, Any]:
 
 
 def collected_case(item: pytest.Function) -> CollectedCase:
-    return CollectedCase(item.nodeid, item.obj, tuple(item._fixtureinfo.argnames), callspec_params(item))
+    return CollectedCase(item.nodeid, item.obj, fixture_argnames(item), callspec_params(item))
 
 
 def prepared_case(item: pytest.Function, block: BlockBudget | None) -> PreparedCase:
@@ -89,7 +91,7 @@ def run_in_process_block(item: pytest.Function, block: BlockBudget) -> BlockResu
         return BlockResult("failed", message=f"{item.nodeid}: its dmlbench_metrics fixture is not set up")
     metrics.metrics.clear()
     metrics.notes.clear()
-    arguments = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
+    arguments = {name: item.funcargs[name] for name in fixture_argnames(item)}
     begin = time.monotonic()
     metrics.block = block
     slot = ProfileSlot()

@@ -49,8 +49,8 @@ from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, SMOKE_BUDGET
 from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
 from pytest_dmlbench.progress import register as register_progress
 from pytest_dmlbench.results import CaseResult
+from pytest_dmlbench.results.table_layout import wrap_text
 from pytest_dmlbench.results_reporter import REPORT_ATTR, ResultsReporter
-from pytest_dmlbench.run_facts import RunFacts
 from pytest_dmlbench.stash_keys import (
     BACKEND_KEY,
     BUILDER_KEY,
@@ -63,8 +63,8 @@ from pytest_dmlbench.stash_keys import (
     SETTINGS_KEY,
     SIMULATED_ENGINE_KEY,
 )
-from pytest_dmlbench.table_layout import wrap_text
 from pytest_dmlbench.world.engine import Engine
+from pytest_dmlbench.world.run_facts import RunFacts
 
 SKIP_REASON = "distributed case: run with --dmlbench"
 GATE_MARKER_DOC = (
@@ -78,8 +78,9 @@ MARKER_DOC = (
 )
 
 _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
-    ("--world-size", "dmlbench_world_size", {"metavar": "N"},
-     f"default world size for cases that do not pin one (integer >= 1; default {DEFAULT_WORLD_SIZE})"),
+    ("--dmlbench-world-size", "dmlbench_world_size", {"metavar": "N"},
+     f"default world size for cases that do not pin one (integer >= 1; default {DEFAULT_WORLD_SIZE}); "
+     "--world-size is its short form"),
     ("--dmlbench-backend", "dmlbench_backend", {"metavar": "{auto,gloo,nccl}"},
      "auto: nccl when there is a CUDA device per rank, else gloo (default auto)"),
     ("--dmlbench-timeout", "dmlbench_timeout", {"metavar": "S"},
@@ -106,6 +107,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      f"with --dmlbench-against: the chance that a run with nothing changed turns red, split over its cases "
      f"and their figures (default {DEFAULT_RUN_ALPHA:g})"),
 ]
+SHORT_FORMS = {"--dmlbench-world-size": ("--world-size",)}  # the one option users type most, kept short
 _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench", "dmlbench", "run the distributed cases (without it they are skipped)"),
     ("--dmlbench-save", "dmlbench_save", "store this run's results as the baselines"),
@@ -129,7 +131,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(flag, action="store_true", default=None, dest=dest, help=help_text)
         parser.addini(dest, f"{help_text} (ini form of {flag})", type="bool", default=None)
     for flag, dest, extra, help_text in _OPTIONS:
-        group.addoption(flag, dest=dest, default=None, help=help_text, **extra)
+        group.addoption(flag, *SHORT_FORMS.get(flag, ()), dest=dest, default=None, help=help_text, **extra)
         parser.addini(dest, f"{help_text} (ini form of {flag})", default=None)
 
 
@@ -197,7 +199,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     settings = _under_launcher(config, settings)
     config.stash[CONFIG_KEY] = settings
-    from pytest_dmlbench.properties.healthcheck import PropertyHealthCheck
+    from pytest_dmlbench.property_cases import PropertyHealthCheck
 
     config.pluginmanager.register(PropertyHealthCheck(), "dmlbench-properties")
     config.pluginmanager.register(NotJudgedLedger(), "dmlbench-not-judged")
@@ -310,8 +312,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     engine = session.config.stash.get(ENGINE_KEY, None)
     if engine is None:
         return
-    from pytest_dmlbench.introspection import assertion_explanations
-    from pytest_dmlbench.world.engine import CaseNotRunnable
+    from pytest_dmlbench.errors import CaseNotRunnable
+    from pytest_dmlbench.pytest_internals import assertion_explanations
 
     items = [item for item in session.items if SETTINGS_KEY in item.stash and isinstance(item, pytest.Function)]
     gate = session.config.stash[GATE_KEY]
@@ -378,8 +380,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     settings = pyfuncitem.stash.get(SETTINGS_KEY, None)
     if settings is None:
         return None
-    from pytest_dmlbench.world.engine import CaseNotRunnable
-    from pytest_dmlbench.world.failure import DistributedCaseFailed
+    from pytest_dmlbench.errors import CaseNotRunnable, DistributedCaseFailed
     from pytest_dmlbench.world.failure import failure_text as rank_failure_text
 
     backend = pyfuncitem.stash[BACKEND_KEY]
@@ -423,7 +424,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             pytest.skip(first.message)
         if first.status == "xfailed":
             pytest.xfail(first.message)
-    from pytest_dmlbench.properties.report import property_failure_text
+    from pytest_dmlbench.property_cases import property_failure_text
 
     text = property_failure_text(run, settings.world_size, backend)
     raise DistributedCaseFailed(text or rank_failure_text(run, settings.world_size, backend))
@@ -486,7 +487,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    from pytest_dmlbench.world.failure import DistributedCaseFailed
+    from pytest_dmlbench.errors import DistributedCaseFailed
 
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(DistributedCaseFailed):

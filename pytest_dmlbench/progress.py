@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from pytest_dmlbench.results import CaseResult, Verdict
+from pytest_dmlbench.results.table import headline_metric, metric_cells, verdict_cell
+from pytest_dmlbench.results.table_layout import INDENT, wrap_text
 from pytest_dmlbench.results_reporter import REPORT_ATTR
-from pytest_dmlbench.table import headline_metric, metric_cells, verdict_cell
-from pytest_dmlbench.table_layout import INDENT, wrap_text
 
 PAIRS_EVERY_S = 10.0
 LEAD = "dmlbench"

@@ -44,8 +44,8 @@ class ResultsReporter:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.cases:
             return
-        from pytest_dmlbench.report import append_step_summary, write_results
-        from pytest_dmlbench.table_layout import terminal_table
+        from pytest_dmlbench.results.report import append_step_summary, write_results
+        from pytest_dmlbench.results.table_layout import terminal_table
 
         results = self.results()
         terminalreporter.section("dmlbench")

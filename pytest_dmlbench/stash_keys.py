@@ -12,8 +12,8 @@ from pytest_dmlbench.case_results import CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import CaseSettings, DmlbenchConfig
 from pytest_dmlbench.gates.gate import Gate
 from pytest_dmlbench.results import CaseResult
-from pytest_dmlbench.run_facts import RunFacts
 from pytest_dmlbench.world.engine import Engine
+from pytest_dmlbench.world.run_facts import RunFacts
 
 # on the config
 CONFIG_KEY = pytest.StashKey[DmlbenchConfig]()

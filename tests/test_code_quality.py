@@ -7,18 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-# Modules that run inside rank processes (or are imported by them), and the parent-side engine and
-# results pipeline that only the plugin wraps: no pytest import allowed.
-RANK_SIDE = ["world", "bench.py", "dist_info.py", "results.py", "stats.py", "comm.py", "strategies", "robust",
-             "measure", "models.py", "data", "reference.py", "case_results.py", "run_facts.py",
-             "baseline", "experiments/runner.py", "experiments/datasets.py", "experiments/schema.py",
-             "experiments/fields.py", "experiments/frameworks.py", "experiments/matrix.py", "experiments/loading.py",
-             "properties/__init__.py", "properties/body.py", "properties/lockstep.py", "properties/channel.py",
-             "properties/database.py", "projection", "gates/gate.py", "gates/wording.py", "gates/stored.py",
-             "gates/paired_plan.py", "student_t.py", "paired/statistics.py"]
+# The modules that face pytest (hooks, items, the gate objects pytest calls, REF's block server). Every other
+# module, whatever runs it (a rank, the parent's engine, the results pipeline, the command line), imports no
+# pytest: a new module is held to that unless it is added here.
+PYTEST_FACING = {
+    "plugin.py", "config.py", "item_case.py", "stash_keys.py", "results_reporter.py", "progress.py",
+    "property_cases.py", "pytest_internals.py", "not_judged.py", "paired/server.py", "experiments/collect.py",
+    "gates/choose.py", "gates/paired/gate.py", "gates/paired/launch.py",
+}
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
@@ -35,10 +32,42 @@ def test_mypy_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_engine_config_and_plugin_pass_mypy_strict() -> None:
-    targets = ["pytest_dmlbench/plugin.py", "pytest_dmlbench/config.py", "pytest_dmlbench/world/"]
-    result = _run("mypy", "--strict", *targets)
+def test_the_whole_package_passes_mypy_strict() -> None:
+    """``[tool.mypy]`` says ``strict = true``; this holds it there even if the setting is edited away."""
+    result = _run("mypy", "--strict", "pytest_dmlbench")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+TORCH_SUBCLASS = "pytest_dmlbench/world/simulated/process_group.py"  # subclasses torch's pybind ProcessGroup
+
+
+def allowed_ignore(path: str, line: str) -> bool:
+    """The silencing allowed in the package, all of it where torch's typing falls short: calls into untyped
+    functions of torch and Ray (``Tensor.backward``, ``torch.cuda.nccl.version``; typed in some versions,
+    hence ``unused-ignore`` beside some), attributes torch's stubs lack (``td.TCPStore``,
+    ``torch.utils.deterministic``), and the overrides of the simulated process group, whose base class is a
+    pybind class mypy reads with other signatures."""
+    if "# type: ignore[no-untyped-call" in line:
+        return True
+    if "# type: ignore[attr-defined" in line:
+        return "td." in line or "torch." in line
+    return path == TORCH_SUBCLASS and any(f"# type: ignore[{code}]" in line
+                                          for code in ("override", "assignment", "call-arg"))
+
+
+def test_type_ignores_only_where_torch_typing_falls_short() -> None:
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in sorted((ROOT / "pytest_dmlbench").rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if "type: ignore" in line and not allowed_ignore(str(path.relative_to(ROOT)), line)]
+    assert not found, "type: ignore beyond torch's typing gaps:\n" + "\n".join(found)
+
+
+def test_an_ignore_of_our_own_code_is_not_allowed() -> None:
+    """Negative control for the rule above."""
+    assert not allowed_ignore("pytest_dmlbench/x.py", "exc.extra = 1  # type: ignore[attr-defined]")
+    assert not allowed_ignore("pytest_dmlbench/x.py", "def f(self): ...  # type: ignore[override]")
+    assert not allowed_ignore("pytest_dmlbench/x.py", "return thing  # type: ignore")
 
 
 def _imports(path: Path) -> set[str]:
@@ -51,13 +80,19 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("entry", RANK_SIDE)
-def test_rank_side_code_does_not_import_pytest(entry: str) -> None:
-    target = ROOT / "pytest_dmlbench" / entry
-    files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
-    assert files, f"{entry} not found"
-    offenders = [str(f.relative_to(ROOT)) for f in files if {"pytest", "_pytest"} & _imports(f)]
-    assert not offenders, f"rank-side modules import pytest: {offenders}"
+def test_only_the_pytest_facing_modules_import_pytest() -> None:
+    package = ROOT / "pytest_dmlbench"
+    assert all((package / name).is_file() for name in PYTEST_FACING), "PYTEST_FACING names a missing module"
+    offenders = [str(f.relative_to(package)) for f in sorted(package.rglob("*.py"))
+                 if str(f.relative_to(package)) not in PYTEST_FACING and {"pytest", "_pytest"} & _imports(f)]
+    assert not offenders, f"modules that are not pytest-facing import pytest: {offenders}"
+
+
+def test_a_pytest_import_outside_the_face_is_caught(tmp_path: Path) -> None:
+    """Negative control: the import scan sees a function-level pytest import."""
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from _pytest.config import Config\n")
+    assert "_pytest" in _imports(module)
 
 
 def test_the_entry_module_does_not_import_torch_at_top_level() -> None:

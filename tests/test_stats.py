@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dmlbench.stats import median_interval, summarize
+from pytest_dmlbench.results.stats import median_interval, summarize
 
 
 @given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=50))
@@ -31,7 +31,7 @@ def test_empty_samples_give_nan_statistics() -> None:
 
 
 def test_infinite_samples_are_summarised_not_crashing() -> None:
-    from pytest_dmlbench.stats import summarize as summarise_samples
+    from pytest_dmlbench.results.stats import summarize as summarise_samples
 
     summary = summarise_samples([1.0, float("inf"), 2.0])
     assert summary.median == 2.0 and summary.max == float("inf") and summary.rounds == 3

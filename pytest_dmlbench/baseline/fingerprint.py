@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-from pytest_dmlbench.envreport.facts import software_facts
+from pytest_dmlbench.baseline.machine_facts import software_facts
 
 KEY_FIELDS: tuple[str, ...] = (
     "cpu_model",

@@ -32,9 +32,9 @@ from pytest_dmlbench.baseline.identity import (
     BaselineIdentity,
     refresh_command,
 )
-from pytest_dmlbench.baseline.jsonio import TEMP_PREFIX, dumps_strict, read_results, write_atomic
 from pytest_dmlbench.errors import BaselineError
 from pytest_dmlbench.results import CaseResult, RunResults
+from pytest_dmlbench.results.jsonio import TEMP_PREFIX, dumps_strict, read_results, write_atomic
 
 SAVE_HINT = "Delete the file, or re-run with --dmlbench-save to replace it with this run's figures."
 OLD_LAYOUT = "older layout (schema 1)"

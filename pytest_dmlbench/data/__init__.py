@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_dmlbench.data.cifar import CIFAR10_URL, DataError, load_cifar10
+from pytest_dmlbench.data.cifar import CIFAR10_URL, load_cifar10
 from pytest_dmlbench.data.sharding import shard, shard_bounds
 from pytest_dmlbench.data.synthetic import (
     synthetic_classification,
@@ -10,6 +10,7 @@ from pytest_dmlbench.data.synthetic import (
     synthetic_segmentation,
     token_sequences,
 )
+from pytest_dmlbench.errors import DataError
 
 __all__ = [
     "CIFAR10_URL",

@@ -15,17 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_dmlbench.errors import DmlbenchError
+from pytest_dmlbench.errors import DataError
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
 TEST_FILES = ["test_batch"]
 META_FILE = "batches.meta"
 _PIXELS = 3 * 32 * 32
-
-
-class DataError(DmlbenchError):
-    """A data set that is missing or unreadable; the message names the file and the fix."""
 
 
 def _read_pickle(path: Path) -> dict[Any, Any]:

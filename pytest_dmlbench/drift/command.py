@@ -16,8 +16,8 @@ from pytest_dmlbench.drift.findings import DEFAULT_WINDOW
 
 
 def _record(args: argparse.Namespace) -> int:
-    from pytest_dmlbench.baseline.jsonio import read_results
     from pytest_dmlbench.drift.history import append_night, night_from_results
+    from pytest_dmlbench.results.jsonio import read_results
 
     results = read_results(Path(args.results), "Give the results file the nightly wrote (--dmlbench-json PATH).")
     night = night_from_results(results, commit=args.commit or "", ref=args.ref or "", anchor=args.anchor)

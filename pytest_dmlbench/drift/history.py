@@ -18,18 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dmlbench.baseline.fingerprint import machine_key
-from pytest_dmlbench.baseline.jsonio import TEMP_PREFIX, dumps_strict, write_atomic
-from pytest_dmlbench.errors import DmlbenchError
+from pytest_dmlbench.errors import HistoryError
 from pytest_dmlbench.results import Direction, RunResults
+from pytest_dmlbench.results.jsonio import TEMP_PREFIX, dumps_strict, write_atomic
 
 HISTORY_SCHEMA = 1
 KIND = "dmlbench-nightly-history"
 NIGHT_GLOB = "night-*.json"
 Key = tuple[str, str]  # (case node id, metric)
-
-
-class HistoryError(DmlbenchError):
-    """A history folder or night file that cannot be used; the message names it and the fix."""
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ import html
 import re
 from pathlib import Path
 
-from pytest_dmlbench.baseline.jsonio import write_atomic
 from pytest_dmlbench.drift.findings import DriftReport, SeriesFinding
 from pytest_dmlbench.errors import DmlbenchError
+from pytest_dmlbench.results.jsonio import write_atomic
 
 SECTION_BEGIN = "<!-- dmlbench-drift: begin -->"
 SECTION_END = "<!-- dmlbench-drift: end -->"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dmlbench.envreport.facts import distributed_variables, software_facts
+from pytest_dmlbench.baseline.machine_facts import distributed_variables, software_facts
 from pytest_dmlbench.envreport.livecheck import LiveCheck, live_check
 
 __all__ = ["LiveCheck", "distributed_variables", "environment_report", "live_check", "software_facts"]

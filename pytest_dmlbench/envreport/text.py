@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dmlbench.units import format_quantity
+from pytest_dmlbench.results.units import format_quantity
 
 
 def _yes(flag: object) -> str:

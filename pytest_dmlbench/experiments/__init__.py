@@ -12,7 +12,8 @@ worker loop).
 
 from __future__ import annotations
 
-from pytest_dmlbench.experiments.loading import FILE_PATTERNS, ExperimentFileError, is_experiment_file, load_file
+from pytest_dmlbench.errors import ExperimentFileError
+from pytest_dmlbench.experiments.loading import FILE_PATTERNS, is_experiment_file, load_file
 from pytest_dmlbench.experiments.schema import Experiment
 
 __all__ = ["FILE_PATTERNS", "Experiment", "ExperimentFileError", "is_experiment_file", "load_file"]

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
+from pytest_dmlbench.errors import ExperimentFileError
 from pytest_dmlbench.experiments.frameworks import IN_PYTEST_PROCESS, runner_for
-from pytest_dmlbench.experiments.loading import ExperimentFileError, load_file
+from pytest_dmlbench.experiments.loading import load_file
 from pytest_dmlbench.experiments.schema import Experiment
 
 

@@ -3,7 +3,7 @@ validation and by the README's field reference).
 
 The zoo's model names and the strategy names are listed here rather than imported, so that collecting an
 experiment file never imports torch; ``tests/experiments/test_fields.py`` checks them against
-:data:`pytest_dmlbench.models.MODELS` and :func:`pytest_dmlbench.strategies.available`.
+:data:`pytest_dmlbench.training.models.MODELS` and :func:`pytest_dmlbench.strategies.available`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ FIELDS: dict[str, Field] = {
     f.name: f
     for f in (
         Field("name", "str", None, "the experiment's name; the item id is `file::name`", required=True),
-        Field("model", "str", None, "a model of the zoo (`pytest_dmlbench.models`)", MODELS, required=True),
+        Field("model", "str", None, "a model of the zoo (`pytest_dmlbench.training.models`)", MODELS, required=True),
         Field("dataset", "str", "synthetic", "training and held-out data; must suit the model", DATASETS),
         Field("data_dir", "path", None,
               "the extracted `cifar-10-batches-py` folder (cifar10 only; relative to the file)"),

@@ -16,15 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_dmlbench.errors import ExperimentFileError
 from pytest_dmlbench.experiments.fields import EXPERIMENT_KEYS, FILE_KEYS, MATRIX_KEY
 from pytest_dmlbench.experiments.matrix import expand
 from pytest_dmlbench.experiments.schema import Experiment, FieldProblem, FieldProblems, validate
 
 FILE_PATTERNS = ("dmlbench_*.yaml", "dmlbench_*.yml", "dmlbench_*.json")
-
-
-class ExperimentFileError(Exception):
-    """An experiment file that cannot be run; the message says where and how to fix it."""
 
 
 def is_experiment_file(path: Path) -> bool:

@@ -224,8 +224,8 @@ def measure_experiment(experiment: Experiment, rank: int, world_size: int, devic
     import torch.nn.functional as F
 
     from pytest_dmlbench.measure.rounds import RankSync
-    from pytest_dmlbench.models import build_model
     from pytest_dmlbench.strategies import build
+    from pytest_dmlbench.training.models import build_model
 
     splits = load_splits(experiment)
     model = build_model(experiment.model, seed=experiment.seed)

@@ -4,5 +4,8 @@
 - :mod:`.paired`: against a git ref re-measured beside the working tree (``--dmlbench-against REF``).
 
 The plugin chooses one at configure time (:mod:`.choose`) and asks it once per item; every verdict is
-worded in one place (:mod:`.wording`).
+worded in one place (:mod:`.wording`). Beside them: :mod:`.run_level` (the rule over a whole run's
+figures), :mod:`.profile_diff` (which operators grew in a confirmed regression) and :mod:`.replay` (nights
+replayed through the paired gate's rule, for measuring its error rates). The gates stand on
+:mod:`pytest_dmlbench.baseline` (where stored figures live) and never import the pytest face above them.
 """

@@ -17,12 +17,12 @@ from pytest_dmlbench.gates.gate import Gate
 def choose_gate(config: pytest.Config, settings: DmlbenchConfig, run: dict[str, Any], launched: bool) -> Gate:
     """The gate for this run (``launched``: under an external launcher such as torchrun)."""
     if settings.against is None:
-        from pytest_dmlbench.gates.stored import StoredGate
+        from pytest_dmlbench.gates.stored.gate import StoredGate
 
         return StoredGate(settings, run)
-    from pytest_dmlbench.gates.paired import PairedGate
-    from pytest_dmlbench.paired.launch import own_launch, prepare
-    from pytest_dmlbench.paired.worktree import RefError
+    from pytest_dmlbench.errors import RefError
+    from pytest_dmlbench.gates.paired.gate import PairedGate
+    from pytest_dmlbench.gates.paired.launch import own_launch, prepare
 
     if launched:
         raise pytest.UsageError("--dmlbench-against does not run under an external launcher (torchrun); "

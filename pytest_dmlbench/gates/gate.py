@@ -35,7 +35,7 @@ class JudgedItem:
     ``in_process``: its figures were recorded in the pytest process (a block calls it whole); ``run_options``
     are the command-line options that reproduce this item's run (world size, backend, launcher, isolation,
     ...), for the commands verdicts print. The paired gate re-measures an item in block servers, never in
-    the session that ran it (:func:`pytest_dmlbench.paired.launch.own_launch`).
+    the session that ran it (:func:`pytest_dmlbench.gates.paired.launch.own_launch`).
     """
 
     nodeid: str

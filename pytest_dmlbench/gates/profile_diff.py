@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dmlbench.measure.op_profile import BLOCKED_SUFFIX, BlockProfile
-from pytest_dmlbench.units import format_quantity
+from pytest_dmlbench.results.units import format_quantity
 
 TOP = 5
 NOISE_SHARE = 0.01  # growth under 1 % of B's block is not named: the profiler's own noise is of that size

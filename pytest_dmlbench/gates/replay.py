@@ -22,15 +22,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-from pytest_dmlbench.baseline.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.gate import JudgedItem
-from pytest_dmlbench.gates.paired import CaseJudgement, PairedGate, Stage, Timed
-from pytest_dmlbench.gates.paired_plan import BlockPlan
+from pytest_dmlbench.gates.paired.gate import CaseJudgement, PairedGate, Stage, Timed
+from pytest_dmlbench.gates.paired.plan import BlockPlan
+from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.run_level import RunLevelRule
+from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.wording import failing_kinds
-from pytest_dmlbench.paired.statistics import SequentialRule
 from pytest_dmlbench.results import Direction, MetricResult, Verdict
-from pytest_dmlbench.student_t import DEFAULT_ALPHA
+from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
 Pair = tuple[dict[str, float], dict[str, float]]  # A's and B's block medians, per figure
 

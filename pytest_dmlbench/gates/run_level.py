@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.config import DEFAULT_RUN_ALPHA
-from pytest_dmlbench.student_t import DEFAULT_ALPHA
+from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
 WATCH_FDR = 0.10
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.results import Direction, Verdict, VerdictKind
-from pytest_dmlbench.units import format_quantity
+from pytest_dmlbench.results.units import format_quantity
 
 _LEADS: dict[str, str] = {
     "regression": "regressed",

@@ -10,9 +10,12 @@ Modules (none imports torch or pytest at import time; import them directly):
 - ``collective_bench``: ``bench_collective`` / ``check_collective`` in the manner of nccl-tests.
 - ``memory``: peak RSS (reset through ``/proc/self/clear_refs``) and CUDA peaks; ``peak_memory_metrics``.
 - ``bandwidth``: nccl-tests ``algbw``/``busbw`` and ``memcpy_gbps``.
+- ``comm``: the one communication-accounting layer: bytes, calls and time inside collectives
+  (``pytest_dmlbench.comm`` is kept as its import path).
+- ``bench`` and ``dist_info``: the rank-side API, the ``dmlbench`` and ``dist`` fixtures on a rank.
+- ``op_profile``: per-operator profiles of a block; ``contention``: what else used the cores.
 
-Bytes, calls and time inside collectives are counted by :mod:`pytest_dmlbench.comm`; the statistics of
-samples live in :mod:`pytest_dmlbench.stats`.
+The statistics of samples live in :mod:`pytest_dmlbench.results.stats`.
 """
 
 from __future__ import annotations

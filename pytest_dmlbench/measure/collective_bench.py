@@ -13,16 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dmlbench.errors import CollectiveCheckFailed
 from pytest_dmlbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from pytest_dmlbench.measure.clock import now
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
 from pytest_dmlbench.results import MetricResult
 
 BENCH_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
-
-
-class CollectiveCheckFailed(AssertionError):
-    """A collective returned wrong data in the untimed correctness call."""
 
 
 @dataclass

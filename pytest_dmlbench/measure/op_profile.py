@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dmlbench.comm import instrument_collectives
 from pytest_dmlbench.measure.clock import now
+from pytest_dmlbench.measure.comm import instrument_collectives
 
 BLOCKED_SUFFIX = " (blocked)"
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dmlbench.comm import original
+from pytest_dmlbench.measure.comm import original
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_dmlbench.comm import CommCounter, instrument_collectives
 from pytest_dmlbench.measure.clock import now
+from pytest_dmlbench.measure.comm import CommCounter, instrument_collectives
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
 from pytest_dmlbench.results import MetricResult
-from pytest_dmlbench.stats import median
+from pytest_dmlbench.results.stats import median
 
 
 def _synchronizer(device: Any) -> Callable[[], None] | None:
@@ -126,7 +126,7 @@ def unseen_communication(strategy: object) -> str | None:
         return (
             "DDP without a Python communication hook all-reduces in C++, out of sight of the collective "
             "instrumentation: comm_bytes_per_step and comm_busy_fraction are not reported. Register "
-            "pytest_dmlbench.comm.counting_comm_hook() on the model to count them."
+            "pytest_dmlbench.measure.comm.counting_comm_hook() on the model to count them."
         )
     return None
 

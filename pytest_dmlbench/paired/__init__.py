@@ -1,7 +1,6 @@
-"""Paired A/B regression gate: the working tree (A) and a git ref (B) measured in the same run.
+"""The block server of the paired gate: a pytest plugin that REF's pytest process (and A's twin) loads.
 
-``statistics`` (pure decision rule on block pairs), ``worktree`` (REF's code in a cached git worktree),
-``protocol`` (the versioned message form between A and B), ``server`` (B's side, a pytest plugin in REF's
-pytest process), ``client`` (A's handle on that process), ``blocks`` (running one block of a case on a
-rank world), ``gate`` (A's pytest plugin object: interleaving, sequential stopping, confirmation, verdicts).
+It sits with the pytest face because it drives pytest items; A's side of the gate is
+:mod:`pytest_dmlbench.gates.paired`. Its module path, ``pytest_dmlbench.paired.server``, is what A asks
+REF's pytest to load, so it stays where it is for as long as older refs are compared against.
 """

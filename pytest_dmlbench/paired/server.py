@@ -3,7 +3,7 @@
 A starts ``python -m pytest --dmlbench ... -p pytest_dmlbench.paired.server`` in REF's worktree, with
 REF's copy of ``pytest_dmlbench`` first on ``sys.path`` when REF has one. This plugin replaces the run
 loop: after collection (the main plugin has started the rank processes by then) it announces its protocol
-version and its cases, then runs the blocks A asks for (:mod:`pytest_dmlbench.paired.protocol`), keeping
+version and its cases, then runs the blocks A asks for (:mod:`pytest_dmlbench.gates.paired.protocol`), keeping
 each case set up across its blocks and every world alive for the whole run.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import pytest_dmlbench
+from pytest_dmlbench.pytest_internals import mark_call_phase_reported
 
 if Path(__file__).resolve().parents[1] != Path(pytest_dmlbench.__file__).resolve().parent:
     # REF's tree holds an older pytest_dmlbench without this module, and an installed copy supplied it:
@@ -27,14 +28,15 @@ if Path(__file__).resolve().parents[1] != Path(pytest_dmlbench.__file__).resolve
     )
 
 from pytest_dmlbench.gates.gate import BlockResult
-from pytest_dmlbench.item_case import records_in_process, run_block, run_in_process_block
-from pytest_dmlbench.measure.rounds import BlockBudget
-from pytest_dmlbench.paired.protocol import (
+from pytest_dmlbench.gates.paired.protocol import (
     PROTOCOL_VERSION,
+    BlockAnswer,
     Channel,
     ProtocolError,
     channel_from_env,
 )
+from pytest_dmlbench.item_case import records_in_process, run_block, run_in_process_block
+from pytest_dmlbench.measure.rounds import BlockBudget
 
 CHANNEL_KEY = pytest.StashKey[Channel]()
 
@@ -77,22 +79,11 @@ class _CaseSlot:
             return
         if self.item is not None:
             current, self.item = self.item, None
-            _mark_call_phase_reported(current)
+            mark_call_phase_reported(current)
             current.ihook.pytest_runtest_teardown(item=current, nextitem=item)
         if item is not None:
             item.ihook.pytest_runtest_setup(item=item)  # raises on a skip or a fixture error
             self.item = item
-
-
-def _mark_call_phase_reported(item: pytest.Function) -> None:
-    """The server sets items up and tears them down without pytest's call phase, whose report the
-    ``tmp_path`` fixture's teardown reads (a KeyError in pytest 8-9 when absent: it failed the next case's
-    block after an in-process item that used ``tmp_path``). Private pytest API, hence guarded."""
-    try:
-        from _pytest.tmpdir import tmppath_result_key
-    except ImportError:  # another pytest: its tmp_path teardown does not read it
-        return
-    item.stash.setdefault(tmppath_result_key, {})
 
 
 def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, iterations: int,
@@ -149,8 +140,8 @@ def _serve(session: pytest.Session, channel: Channel) -> None:
                 result = _block(slot, item, int(message["rounds"]), int(message["warmup"]),
                                 int(message.get("iterations", 1)), bool(message.get("whole_experiment", False)),
                                 bool(message.get("profile", False)))
-            answer = {"type": "result", "nodeid": nodeid, "status": result.status, "message": result.message,
-                      "elapsed_s": result.elapsed_s, "metrics": result.metrics}
+            answer: BlockAnswer = {"type": "result", "nodeid": nodeid, "status": result.status,
+                                   "message": result.message, "elapsed_s": result.elapsed_s, "metrics": result.metrics}
             if result.profile is not None:
                 answer["profile"] = result.profile
             channel.send(answer)

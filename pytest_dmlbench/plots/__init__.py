@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_dmlbench.plots.figure import Figure, PlotsUnavailable, Skipped, pyplot
+from pytest_dmlbench.errors import PlotsUnavailable
+from pytest_dmlbench.plots.figure import Figure, Skipped, pyplot
 from pytest_dmlbench.results import RunResults
 
 __all__ = ["PlotsUnavailable", "Report", "render"]

@@ -1,7 +1,7 @@
 """Bus bandwidth against message size per collective, with the memory-copy ceiling.
 
 Message sizes come from the cases' ``size`` (or ``nbytes``) parameter (``4KB``, ``16MB``; see
-:func:`pytest_dmlbench.units.parse_size`); the ceiling is the median ``memcpy_gbps`` of the same run.
+:func:`pytest_dmlbench.results.units.parse_size`); the ceiling is the median ``memcpy_gbps`` of the same run.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from pytest_dmlbench.plots.figure import Figure, Skipped, new_axes, save
 from pytest_dmlbench.plots.series import latest, median
 from pytest_dmlbench.results import RunResults
-from pytest_dmlbench.units import parse_size
+from pytest_dmlbench.results.units import parse_size
 
 SIZE_PARAMS = ("size", "nbytes", "message_size")
 LOG_SPAN = 10.0

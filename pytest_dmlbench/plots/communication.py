@@ -12,7 +12,7 @@ from pathlib import Path
 from pytest_dmlbench.plots.figure import MAX_BARS, Figure, Skipped, chunks, new_axes, numbered, save
 from pytest_dmlbench.plots.series import labelled, latest, median, ordered
 from pytest_dmlbench.results import RunResults
-from pytest_dmlbench.units import scale_for
+from pytest_dmlbench.results.units import scale_for
 
 
 def split_step(runs: Sequence[RunResults]) -> list[tuple[str, float, float]]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.errors import DmlbenchError
+from pytest_dmlbench.errors import PlotsUnavailable
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.5, 100
 PIXELS = (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))
@@ -18,10 +18,6 @@ MAX_SERIES = 8
 """At most this many lines in one figure; more go into further figures."""
 MAX_BARS = 14
 """At most this many bars in one figure; more cases are spread evenly over further figures."""
-
-
-class PlotsUnavailable(DmlbenchError):
-    """matplotlib is not installed."""
 
 
 @dataclass(frozen=True)

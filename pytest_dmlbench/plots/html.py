@@ -13,7 +13,7 @@ from pytest_dmlbench.plots.figure import Figure, Skipped
 from pytest_dmlbench.plots.machine_html import machine_table
 from pytest_dmlbench.plots.verdict_html import banner, verdict_list
 from pytest_dmlbench.results import RunResults
-from pytest_dmlbench.table import UNITS_NOTE, change_cell, metric_cells, ordered_cases, verdict_cell
+from pytest_dmlbench.results.table import UNITS_NOTE, change_cell, metric_cells, ordered_cases, verdict_cell
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em 2em; max-width: 1100px; }

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from pytest_dmlbench.units import format_number, format_quantity
+from pytest_dmlbench.results.units import format_number, format_quantity
 
 
 def _date(value: Any) -> str:

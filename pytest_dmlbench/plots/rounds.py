@@ -15,8 +15,8 @@ from typing import Any
 from pytest_dmlbench.plots.figure import MAX_BARS, Figure, Skipped, chunks, new_axes, numbered, save
 from pytest_dmlbench.plots.series import labelled, latest, ordered
 from pytest_dmlbench.results import CaseResult, RunResults
-from pytest_dmlbench.table import headline_metric
-from pytest_dmlbench.units import scale_for
+from pytest_dmlbench.results.table import headline_metric
+from pytest_dmlbench.results.units import scale_for
 
 MIN_ROUNDS = 3
 

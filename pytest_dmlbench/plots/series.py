@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pytest_dmlbench.config import SCALING_ARG
 from pytest_dmlbench.results import CaseResult, RunResults
-from pytest_dmlbench.units import natural_key
+from pytest_dmlbench.results.units import natural_key
 
 _WS_ID = re.compile(r"(^|-)ws\d+(?=-|$)")
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from pytest_dmlbench.plots.figure import MAX_BARS, Figure, Skipped, chunks, new_axes, numbered, save
 from pytest_dmlbench.plots.series import labelled, latest, ordered, quartiles_of
 from pytest_dmlbench.results import CaseResult, RunResults
+from pytest_dmlbench.results.units import natural_key
 from pytest_dmlbench.sweeps.loader import SATURATION_TOLERANCE, saturation_point
-from pytest_dmlbench.units import natural_key
 
 METRIC = "throughput_samples_per_s"
 SWEEP_PARAMS = ("num_workers", "batch_size")

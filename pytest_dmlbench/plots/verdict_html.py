@@ -7,7 +7,7 @@ import html
 from datetime import datetime
 
 from pytest_dmlbench.results import RunResults, Verdict
-from pytest_dmlbench.table import ordered_cases, verdict_counts
+from pytest_dmlbench.results.table import ordered_cases, verdict_counts
 
 NOTABLE_ORDER = ("regression", "inconclusive", "improvement")
 """The order the report lists notable verdicts in: what needs action first."""

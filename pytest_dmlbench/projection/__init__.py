@@ -9,11 +9,11 @@ measurements it was not fitted on, :mod:`.tables` and :mod:`.plot` show it and
 
 from __future__ import annotations
 
+from pytest_dmlbench.errors import ProjectionError
 from pytest_dmlbench.projection.analysis import (
            Calibration,
            Check,
            Family,
-           ProjectionError,
            calibrate,
            validate,
            workloads,

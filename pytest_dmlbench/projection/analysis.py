@@ -13,15 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pytest_dmlbench.errors import DmlbenchError
+from pytest_dmlbench.errors import ProjectionError
 from pytest_dmlbench.projection.collective_model import MODELLED_OPS, AlphaBeta, FitError, Timing, fit
 from pytest_dmlbench.projection.inputs import TrainingCase, collective_timings, training_cases
 from pytest_dmlbench.projection.model import DEFAULT_BACKWARD_SHARE, Network, Workload, messages_for, project
 from pytest_dmlbench.results import RunResults
-
-
-class ProjectionError(DmlbenchError):
-    """The results cannot be projected (nothing to calibrate on, nothing to project); says what to run."""
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.baseline.jsonio import read_results
 from pytest_dmlbench.config import parse_count
-from pytest_dmlbench.errors import ConfigError, DmlbenchError
-from pytest_dmlbench.projection.analysis import Family, ProjectionError, calibrate, validate, workloads
+from pytest_dmlbench.errors import ConfigError, DmlbenchError, ProjectionError
+from pytest_dmlbench.projection.analysis import Family, calibrate, validate, workloads
 from pytest_dmlbench.projection.holdout import HELD_OUT_KINDS, held_out, median_error
 from pytest_dmlbench.projection.inputs import collective_timings
 from pytest_dmlbench.projection.model import ALGORITHMS, DEFAULT_BACKWARD_SHARE
@@ -24,6 +23,7 @@ from pytest_dmlbench.projection.tables import (
     projection_table,
 )
 from pytest_dmlbench.results import RunResults
+from pytest_dmlbench.results.jsonio import read_results
 
 DEFAULT_RANKS = [2**k for k in range(11)]  # 1 .. 1024
 RESULTS_HINT = "Pass a results file written by `pytest --dmlbench ... --dmlbench-json PATH`."

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from pytest_dmlbench.config import SCALING_ARG
 from pytest_dmlbench.projection.collective_model import MODELLED_OPS, Timing
-from pytest_dmlbench.report import oversubscribed
 from pytest_dmlbench.results import CaseResult, RunResults
+from pytest_dmlbench.results.report import oversubscribed
 
 TRAINING_METRICS = ("step_time_s", "exposed_comm_fraction", "comm_bytes_per_step", "throughput_samples_per_s")
 

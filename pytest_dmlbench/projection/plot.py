@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.projection.analysis import Check, Family, ProjectionError
+from pytest_dmlbench.errors import ProjectionError
+from pytest_dmlbench.projection.analysis import Check, Family
 from pytest_dmlbench.projection.model import Network, project
 
 INSTALL_HINT = "the projection plot needs matplotlib: pip install 'pytest-dmlbench[plots]' (or pip install matplotlib)"

@@ -87,8 +87,9 @@ def _abs_pct(value: float | None) -> str:
 def projection_rows(family: Family, net: Network, algorithms: Sequence[str], ranks: Sequence[int],
                     backward_share: float) -> list[tuple[Projection, Projection]]:
     """(without overlap, with overlap) per algorithm and rank count."""
-    return [tuple(project(family.workload, net, alg, p, overlap=o, backward_share=backward_share)  # type: ignore[misc]
-                  for o in (False, True)) for alg in algorithms for p in ranks]
+    return [(project(family.workload, net, alg, p, overlap=False, backward_share=backward_share),
+             project(family.workload, net, alg, p, overlap=True, backward_share=backward_share))
+            for alg in algorithms for p in ranks]
 
 
 def projection_table(family: Family, pairs: Sequence[tuple[Projection, Projection]]) -> str:

@@ -1,8 +1,9 @@
 """Property-based distributed cases: Hypothesis ``@given`` on real process groups, shrinking in lockstep.
 
-Rank side: :mod:`.body` (dispatch), :mod:`.lockstep` (the agreed run), :mod:`.channel` (the engine's side
-channel), :mod:`.database` (rank 0 owns the example database). Parent side: :mod:`.healthcheck` and
-:mod:`.report`. Public for case authors: :func:`refute` and :class:`Counterexample` (negative controls).
+All of it runs on ranks and sits below the world engine, which calls :mod:`.body` (dispatch);
+:mod:`.lockstep` (the agreed run), :mod:`.channel` (the engine's side channel), :mod:`.database` (rank 0 owns
+the example database). The pytest side is :mod:`pytest_dmlbench.property_cases`. Public for case authors:
+:func:`refute` and :class:`Counterexample` (negative controls).
 """
 
 from __future__ import annotations

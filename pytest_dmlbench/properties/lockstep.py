@@ -54,6 +54,7 @@ class ExampleFailed(Exception):
         self.world_size = world_size
         self.example = example
         self.own_traceback = _format_own(own_error) if own_error is not None else ""
+        self.dmlbench_property: dict[str, Any] | None = None  # the agreed verdict, set once the run has finished
         ranks = ", ".join(map(str, failed_ranks))
         if own_error is not None:
             detail = f"this rank's error: {type(own_error).__name__}: {own_error}"
@@ -233,7 +234,7 @@ def run_in_lockstep(wrapped: Any, kwargs: dict[str, Any], channel: Channel | Non
             try:
                 result = wrapped(**kwargs)
             except ExampleFailed as exc:
-                exc.dmlbench_property = _payload(exc, run)  # type: ignore[attr-defined]
+                exc.dmlbench_property = _payload(exc, run)
                 run.finish()
                 raise
             except ChannelBroken:
@@ -290,7 +291,8 @@ def refute(prop: Any, /, **fixtures: Any) -> Counterexample:
     try:
         run_in_lockstep(prop, fixtures)
     except ExampleFailed as exc:
-        payload = exc.dmlbench_property  # type: ignore[attr-defined]
+        payload = exc.dmlbench_property
+        assert payload is not None, "run_in_lockstep raises ExampleFailed with its agreed verdict set"
         return Counterexample(exc.example, exc.failed_ranks, payload["example"], exc.own_traceback)
     raise AssertionError(f"{getattr(prop, '__name__', prop)!r} held for every example tried; it was expected to "
                          "be refuted (a negative control that cannot fail proves nothing)")

@@ -25,7 +25,7 @@ Byzantine rows attack, aggregates identically on every rank and steps; ``integri
 
 from __future__ import annotations
 
-from pytest_dmlbench.robust.api import AGGREGATORS, ATTACKS, PRE_AGGREGATIONS, aggregate, attack
+from pytest_dmlbench.robust.api import AGGREGATORS, ATTACKS, aggregate, attack
 from pytest_dmlbench.robust.data_attacks import (
     BackdoorDataset,
     LabelFlipDataset,
@@ -34,6 +34,7 @@ from pytest_dmlbench.robust.data_attacks import (
     attack_success_rate,
 )
 from pytest_dmlbench.robust.integrity import ModelHashChain, UpdateVerifier, derive_rank_key, sign_update
+from pytest_dmlbench.robust.pre import PRE_AGGREGATIONS
 
 __all__ = [
     "AGGREGATORS",

@@ -59,7 +59,7 @@ def compute_dtype(x: Tensor) -> torch.dtype:
 
 def row_norms(rows: Tensor) -> Tensor:
     """Euclidean norm of each row, rescaling the rows whose plain norm overflows (finite but huge)."""
-    norms = torch.linalg.vector_norm(rows, dim=1)
+    norms: torch.Tensor = torch.linalg.vector_norm(rows, dim=1)
     overflow = torch.isinf(norms)
     if bool(overflow.any()):
         index = overflow.nonzero().flatten()

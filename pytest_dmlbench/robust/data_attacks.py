@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -50,7 +51,7 @@ class LabelFlipDataset(Dataset[tuple[Any, int]]):
         self.num_classes = num_classes
 
     def __len__(self) -> int:
-        return len(self.dataset)  # type: ignore[arg-type]
+        return len(cast(Sized, self.dataset))
 
     def __getitem__(self, index: int) -> tuple[Any, int]:
         sample, label = self.dataset[index]
@@ -81,13 +82,13 @@ class BackdoorDataset(Dataset[tuple[Tensor, int]]):
         self.dataset = dataset
         self.target = target
         self.trigger = trigger or Trigger()
-        size = len(dataset)  # type: ignore[arg-type]
+        size = len(cast(Sized, dataset))
         count = round(fraction * size)
         order = torch.randperm(size, generator=torch.Generator().manual_seed(seed))
         self.poisoned = frozenset(order[:count].tolist())
 
     def __len__(self) -> int:
-        return len(self.dataset)  # type: ignore[arg-type]
+        return len(cast(Sized, self.dataset))
 
     def __getitem__(self, index: int) -> tuple[Tensor, int]:
         image, label = self.dataset[index]

@@ -40,7 +40,7 @@ class AllReduceStrategy(Strategy):
         x, y = self._begin_step(inputs, targets, self.broadcast_buffers)
         self.optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(self.model(x), y)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         self._average_gradients()
         self.optimizer.step()
         return float(loss.detach())

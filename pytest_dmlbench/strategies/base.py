@@ -7,7 +7,7 @@ equals one single-process SGD step on the whole global batch (exactly for models
 layers; BatchNorm normalises per shard, as under DDP).
 
 Every strategy counts the bytes it hands to communication operations during a step
-(``comm_bytes_last_step``, counted by :mod:`pytest_dmlbench.comm`) and can be built as its
+(``comm_bytes_last_step``, counted by :mod:`pytest_dmlbench.measure.comm`) and can be built as its
 no-communication twin (``communicate=False``, or :meth:`Strategy.twin`): the same computation with the
 communication left out, used to measure exposed communication. A twin does not train correctly.
 """
@@ -24,8 +24,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from pytest_dmlbench import comm
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.measure import comm
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 StrategyFactory = Callable[..., "Strategy"]

@@ -91,7 +91,7 @@ class BucketedStrategy(Strategy):
             int(bucket_mb * 1024 * 1024),
         )
         self.buckets: list[_Bucket] = []
-        self._where: dict[nn.Parameter, tuple[int, int]] = {}
+        self._where: dict[torch.Tensor, tuple[int, int]] = {}
         for bucket_index, indices in enumerate(plan):
             members = [params[i] for i in indices]
             offsets = [0]
@@ -102,7 +102,7 @@ class BucketedStrategy(Strategy):
             self.buckets.append(_Bucket(members, offsets, buffer))
             for position, p in enumerate(members):
                 self._where[p] = (bucket_index, position)
-                p.register_post_accumulate_grad_hook(self._on_grad_ready)
+                p.register_post_accumulate_grad_hook(self._on_grad_ready)  # type: ignore[no-untyped-call]
         self._in_backward = False
         self._next_launch = 0
         self.optimizer = self._optimizer(self.model.parameters())
@@ -110,7 +110,7 @@ class BucketedStrategy(Strategy):
     def _on_grad_ready(self, param: torch.Tensor) -> None:
         if not self._in_backward:
             return
-        bucket_index, position = self._where[param]  # type: ignore[index]
+        bucket_index, position = self._where[param]
         bucket = self.buckets[bucket_index]
         assert param.grad is not None
         # Copy and average in one pass over the gradient (the division DDP's hook does per bucket).
@@ -149,7 +149,7 @@ class BucketedStrategy(Strategy):
         loss = loss_fn(self.model(x), y)
         self._in_backward = True
         try:
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
         finally:
             self._in_backward = False
         self._launch_ready(force=True)

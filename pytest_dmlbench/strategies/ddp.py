@@ -16,8 +16,8 @@
 All three (with ``broadcast_buffers``, default) also broadcast rank 0's buffers before every forward: the
 buffers' bytes. The no-communication twin uses ``noop_hook`` and does not broadcast buffers.
 Collectives issued by the hooks are Python-level ``torch.distributed`` calls, counted by
-:mod:`pytest_dmlbench.comm` like any other; the buffer broadcast is issued by DDP's C++ side and is added
-to the byte count from the buffer sizes (:func:`pytest_dmlbench.comm.account`).
+:mod:`pytest_dmlbench.measure.comm` like any other; the buffer broadcast is issued by DDP's C++ side and is added
+to the byte count from the buffer sizes (:func:`pytest_dmlbench.measure.comm.account`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from pytest_dmlbench import comm
+from pytest_dmlbench.measure import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register, split_common_options
 
 # torch renamed DDP's per-forward buffer broadcast switch; both spellings keep the broadcast at init.
@@ -82,7 +82,7 @@ class DDPStrategy(Strategy):
         x, y = self._begin_step(inputs, targets, sync_buffers=False)
         self.optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(self.ddp(x), y)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         self.optimizer.step()
         if self._buffer_bytes:
             comm.account("broadcast", self._buffer_bytes)

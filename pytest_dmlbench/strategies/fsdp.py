@@ -14,7 +14,7 @@ itemsize``): ``all_gather_single`` ``S`` in the forward, and again in the backwa
 ``reshard_after_forward``; ``reduce_scatter_single`` of the whole padded gradient, ``N S``. Buffers are
 not synchronised (each rank keeps its own BatchNorm statistics). Gradients are averaged in the
 reduce-scatter (FSDP2's rule: ``ReduceOp.AVG`` for float32, a sum divided before and after for float64).
-Both collectives are ``torch.distributed`` calls, counted by :mod:`pytest_dmlbench.comm`.
+Both collectives are ``torch.distributed`` calls, counted by :mod:`pytest_dmlbench.measure.comm`.
 
 The no-communication twin keeps FSDP2 and its copies but replaces both collectives by local copies
 (:class:`LocalAllGather`: this rank's shard into every slot; :class:`LocalReduceScatter`: this rank's

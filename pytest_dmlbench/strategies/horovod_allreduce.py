@@ -3,7 +3,7 @@
 Horovod is optional and runs its own runtime beside ``torch.distributed``: build this strategy inside a
 process group on ranks where ``horovod.torch.init()`` has already run with the same rank numbering (e.g.
 under ``horovodrun`` with the plugin's external-launcher mode). Each gradient goes through
-``hvd.allreduce_(grad, op=hvd.Average)`` routed through :mod:`pytest_dmlbench.comm`:
+``hvd.allreduce_(grad, op=hvd.Average)`` routed through :mod:`pytest_dmlbench.measure.comm`:
 ``4 P`` bytes per step for ``P`` float32 parameters; the twin skips them.
 
 Run once, on 2026-11-24 at commit 31bde35, not by CI (Horovod is not in the test extra; the launched mode
@@ -23,8 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_dmlbench import comm
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.measure import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 INSTALL_HINT = ("build Horovod 0.28.1 from its sdist with ci/horovod-0.28.1-cpu-torch2.patch applied, then "
@@ -70,7 +70,7 @@ class HorovodStrategy(Strategy):
         y = self._to_device(targets, "targets")
         self.optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(self.model(x), y)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         if self.communicate:
             grads = [p.grad for p in self.model.parameters() if p.grad is not None]
             for index, grad in enumerate(grads):

@@ -73,7 +73,7 @@ class ParameterServerStrategy(Strategy):
             for p in self._params:
                 p.grad = None
             loss = loss_fn(self.model(x), y)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             loss_value = float(loss.detach())
             flat_grad = torch.cat(
                 [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self._params]

@@ -154,7 +154,7 @@ class PipelineStrategy(Strategy):
                 f"pipeline shard of {full.shape[0]} samples does not split into {self.micro_batches} "
                 "equal micro-batches; make the per-replica batch a multiple of micro_batches"
             )
-        return list(full.split(full.shape[0] // self.micro_batches))
+        return list(full.split(full.shape[0] // self.micro_batches))  # type: ignore[no-untyped-call]
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:
         micro_inputs = self._micro(inputs, "inputs") if self.is_first else []
@@ -177,14 +177,14 @@ class PipelineStrategy(Strategy):
         self._wait(pending)
         for m in reversed(range(self.micro_batches)):
             if self.is_last:
-                losses[m].backward()
+                losses[m].backward()  # type: ignore[no-untyped-call]
             else:
                 grad = torch.empty_like(stage_outputs[m])
                 if self.communicate:
                     dist.recv(grad, self.rank + 1)
                 else:
                     grad.zero_()
-                stage_outputs[m].backward(grad)
+                stage_outputs[m].backward(grad)  # type: ignore[no-untyped-call]
             if not self.is_first:
                 input_grad = stage_inputs[m].grad
                 assert input_grad is not None, "stage input got no gradient"

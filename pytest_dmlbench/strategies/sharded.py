@@ -103,6 +103,6 @@ class ShardedStrategy(Strategy):
         x, y = self._begin_step(inputs, targets, sync_buffers=False)
         self.optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(self.model(x), y)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         self.optimizer.step()
         return float(loss.detach())

@@ -19,7 +19,7 @@ all-reduced output; a pair's input gradient is all-reduced before it flows furth
 Per step, per pair with ``F`` output features on a batch of ``B`` samples (itemsize ``s``): one
 ``all_reduce`` of the pair's output, ``B F s`` bytes, in the forward; plus, when the pair's input needs a
 gradient (layers before it), one ``all_reduce`` of that gradient, ``B F_in s`` bytes, in the backward. These
-are DTensor's functional collectives, counted by :mod:`pytest_dmlbench.comm`.
+are DTensor's functional collectives, counted by :mod:`pytest_dmlbench.measure.comm`.
 
 The no-communication twin runs the same DTensor layers with both all-reduces left out (each rank keeps its
 partial sums).

@@ -6,7 +6,7 @@ gradients over the data-parallel ranks, and each rank's loss is the mean over it
 
 Communication: every operation DeepSpeed issues goes through its backend object (``deepspeed.comm``'s
 ``cdb``); for the duration of a step its data-moving methods are routed through
-:mod:`pytest_dmlbench.comm` (counted, interceptable). Bytes per step for ``P`` float32
+:mod:`pytest_dmlbench.measure.comm` (counted, interceptable). Bytes per step for ``P`` float32
 parameters on ``n`` ranks (the payload this rank hands over, as everywhere in this package):
 
 - ZeRO 0: gradients all-reduced in buckets: ``all_reduce`` ``4 P``.
@@ -33,8 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_dmlbench import comm
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.measure import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
 INSTALL_HINT = "pip install 'pytest-dmlbench[deepspeed]' (or pip install deepspeed)"

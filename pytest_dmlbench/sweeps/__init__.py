@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
-from pytest_dmlbench.sweeps.maxbatch import BatchSearch, BatchSearchError, largest_fitting, max_batch_size
+from pytest_dmlbench.errors import BatchSearchError
+from pytest_dmlbench.sweeps.maxbatch import BatchSearch, largest_fitting, max_batch_size
 
 __all__ = ["BatchSearch", "BatchSearchError", "largest_fitting", "max_batch_size"]

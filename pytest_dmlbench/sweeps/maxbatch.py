@@ -18,16 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dmlbench.errors import DmlbenchError
+from pytest_dmlbench.errors import BatchSearchError
 from pytest_dmlbench.measure.memory import MB, current_rss_bytes, peak_rss_bytes, reset_peak_rss
 
 DEFAULT_LIMIT = 1 << 16
 DEFAULT_AVAILABLE_SHARE = 0.5
 """Without ``memory_mb`` on CPU the budget is the current RSS plus this share of the available memory."""
-
-
-class BatchSearchError(DmlbenchError):
-    """Not even the smallest batch fits, or the memory cannot be measured here."""
 
 
 @dataclass

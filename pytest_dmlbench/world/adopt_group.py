@@ -32,7 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.errors import GroupMismatch
+from pytest_dmlbench.measure.dist_info import DistInfo
 
 _NAMES = ("init_process_group", "destroy_process_group")
 _MARK = "__dmlbench_adopting__"
@@ -41,10 +42,6 @@ _wrappers: dict[str, Callable[..., Any]] = {}  # the adopting ones that replace 
 _case: _Case | None = None  # the world the running case adopts (None outside a case)
 _FIX_SUFFIX = ("the world's process group already exists, so it can only be adopted as it is; "
                "in a case, call init_process_group() with no arguments, or with the world's own values")
-
-
-class GroupMismatch(ValueError):
-    """``init_process_group`` inside a case asked for a group the case's world is not."""
 
 
 @dataclass
@@ -159,7 +156,8 @@ def _adopting_init(original: Callable[..., Any]) -> Callable[..., Any]:
     def init_process_group(*args: Any, **kwargs: Any) -> None:
         case = _case
         if case is None:
-            return original(*args, **kwargs)  # type: ignore[no-any-return]
+            original(*args, **kwargs)
+            return None
         arguments = dict(signature.bind(*args, **kwargs).arguments)
         problems = case.mismatches(arguments)
         if problems:
@@ -180,7 +178,8 @@ def _adopting_destroy(original: Callable[..., Any]) -> Callable[..., Any]:
 
         case = _case
         if case is None or not td.is_initialized() or not _is_world(group):
-            return original(group)  # type: ignore[no-any-return]
+            original(group)
+            return None
         default = td.distributed_c10d._get_default_group()
         for created in _group_map():
             if id(created) not in case.groups_before and created is not default:

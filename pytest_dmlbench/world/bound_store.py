@@ -53,5 +53,5 @@ def bind_rendezvous_stores() -> None:
             return create(hostname, port, rank, world_size, timeout, use_libuv)
         return bound_store(hostname, port, world_size, timeout, use_libuv=use_libuv)
 
-    create_bound.bound_to_host = True  # type: ignore[attr-defined]
+    create_bound.__dict__["bound_to_host"] = True  # marks the hook as installed (see above)
     rendezvous._create_c10d_store = create_bound

@@ -14,12 +14,7 @@ from typing import Any, Protocol
 
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.world.backend import BackendChoice
-from pytest_dmlbench.world.world import CaseOutcome
-
-
-class CaseNotRunnable(Exception):
-    """The case could not be sent to the ranks (not collected, unsendable fixture, world not started);
-    the message says why and what to do."""
+from pytest_dmlbench.world.outcome import CaseOutcome
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.errors import NotJudged
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.measure.memory import release_freed_memory
 from pytest_dmlbench.measure.op_profile import profiled
 from pytest_dmlbench.measure.rounds import BlockBudget
@@ -134,7 +134,7 @@ def _run_body(
     measure_memory: bool,
     block: BlockBudget | None,
 ) -> RankOutcome:
-    from pytest_dmlbench.bench import RankBench
+    from pytest_dmlbench.measure.bench import RankBench
 
     start = time.perf_counter()
     bench = RankBench(dist, block)

@@ -5,12 +5,7 @@ from __future__ import annotations
 import re
 
 from pytest_dmlbench.world.agreement import UNMATCHED_ADVICE, describe_outcome, mixed_outcomes, rank_list
-from pytest_dmlbench.world.world import CaseOutcome, RankReport
-
-
-class DistributedCaseFailed(Exception):
-    """Raised in the parent when a case failed on some rank; its text is the whole report."""
-
+from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
 
 _RANK_LOOP_MARKER = "pytest_dmlbench/world/rank.py"
 

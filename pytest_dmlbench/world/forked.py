@@ -10,14 +10,14 @@ import pickle
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_dmlbench.errors import WorldError
-from pytest_dmlbench.run_facts import RunFacts
+from pytest_dmlbench.errors import CaseNotRunnable, WorldError
 from pytest_dmlbench.world.backend import BackendChoice, select_backend
-from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
+from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed
+from pytest_dmlbench.world.outcome import CaseOutcome
 from pytest_dmlbench.world.pool import WorldPool
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
-from pytest_dmlbench.world.world import CaseOutcome
+from pytest_dmlbench.world.run_facts import RunFacts
 
 RANK_SIDE_FIXTURES = ("dist", "dmlbench")
 

@@ -16,15 +16,15 @@ from datetime import timedelta
 from typing import Any
 
 from pytest_dmlbench.config import parse_world_size
-from pytest_dmlbench.dist_info import DistInfo
-from pytest_dmlbench.errors import ConfigError, WorldError
+from pytest_dmlbench.errors import CaseNotRunnable, ConfigError, WorldError
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.world.backend import BackendChoice, device_for, select_backend
-from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
+from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed, execute_case
 from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
 from pytest_dmlbench.world.messages import RankOutcome
-from pytest_dmlbench.world.world import CaseOutcome, RankReport
+from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
 
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 

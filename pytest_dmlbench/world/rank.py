@@ -18,7 +18,7 @@ from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.measure.memory import note_rank_start
 from pytest_dmlbench.world.backend import device_for
 from pytest_dmlbench.world.execute import case_arguments, execute_case

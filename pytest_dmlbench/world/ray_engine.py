@@ -12,16 +12,16 @@ import itertools
 import sys
 from collections.abc import Sequence
 
-from pytest_dmlbench.errors import WorldError
-from pytest_dmlbench.run_facts import RunFacts
+from pytest_dmlbench.errors import CaseNotRunnable, WorldError
 from pytest_dmlbench.world.backend import BackendChoice
-from pytest_dmlbench.world.engine import CaseNotRunnable, CollectedCase, PreparedCase
+from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed
 from pytest_dmlbench.world.forked import split_arguments
 from pytest_dmlbench.world.messages import WorldSpec
+from pytest_dmlbench.world.outcome import CaseOutcome
 from pytest_dmlbench.world.ray_world import RayWorld
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
-from pytest_dmlbench.world.world import CaseOutcome
+from pytest_dmlbench.world.run_facts import RunFacts
 
 INIT_TIMEOUT_S = 120.0  # placing actors and starting Ray's workers takes seconds to tens of seconds
 

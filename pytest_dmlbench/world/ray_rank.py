@@ -15,7 +15,7 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
-from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.world.backend import device_for
 from pytest_dmlbench.world.bound_store import bound_store
 from pytest_dmlbench.world.execute import case_arguments, execute_case

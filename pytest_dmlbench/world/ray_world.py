@@ -31,11 +31,11 @@ import time
 from typing import Any
 
 from pytest_dmlbench.errors import WorldError
-from pytest_dmlbench.measure.rounds import BlockBudget
+from pytest_dmlbench.world.dispatch import CaseDispatch, RankLost
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
+from pytest_dmlbench.world.outcome import RankReport
 from pytest_dmlbench.world.ray_local import start_local
 from pytest_dmlbench.world.registry import CaseRegistry
-from pytest_dmlbench.world.world import FAILURE_GRACE_S, CaseOutcome, RankReport
 
 INSTALL_HINT = "pip install 'pytest-dmlbench[ray]' (or pip install ray)"
 STACK_WAIT_S = 20.0  # an answer normally takes milliseconds; a loaded machine may take seconds
@@ -83,7 +83,7 @@ def nodes_that_fit(ray: Any, cpus: float) -> int:
     return sum(1 for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) >= cpus)
 
 
-class RayWorld:
+class RayWorld(CaseDispatch):
     """Rank actors of one (backend, world size), kept for many cases."""
 
     def __init__(self, spec: WorldSpec, registry: CaseRegistry, *, cpus_per_rank: float = 1.0,
@@ -168,51 +168,27 @@ class RayWorld:
         return results
 
     # -- run --
-    def run(self, nodeid: str, *, seed: int, registry_args: tuple[str, ...], pickled_args: bytes,
-            measure_memory: bool, timeout_s: float, block: BlockBudget | None = None) -> CaseOutcome:
-        """Send the case to every rank actor and collect each rank's outcome (or death, or stack when stuck)."""
+    def _send(self, message: CaseRequest) -> dict[Any, int]:
+        return {actor.run_case.remote(message): rank for rank, actor in enumerate(self.actors)}
+
+    def _ready(self, handles: list[Any], timeout_s: float) -> list[Any]:
         import ray
 
-        self._case_counter += 1
-        case_id = self._case_counter
-        message = CaseRequest(case_id, nodeid, seed, registry_args, pickled_args, measure_memory, block)
-        reports = [RankReport(rank) for rank in range(self.spec.world_size)]
-        begin = time.monotonic()
-        pending = {actor.run_case.remote(message): rank for rank, actor in enumerate(self.actors)}
-        deadline = begin + timeout_s
-        timed_out = False
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = deadline == begin + timeout_s
-                break
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=remaining)
-            for ref in ready:
-                rank = pending.pop(ref)
-                try:
-                    outcome, output = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:
-                    reports[rank].died = f"Ray actor died ({_first_line(exc)})"
-                    self.broken = True
-                    deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
-                    continue
-                assert isinstance(outcome, RankOutcome) and outcome.case_id == case_id, outcome
-                reports[rank].outcome = outcome
-                reports[rank].output = output
-                if outcome.status != "passed":
-                    deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
-        if pending:
-            self.broken = True
-            stuck = sorted(pending.values())
-            for rank in stuck:
-                reports[rank].stuck = True
-            self._collect_stacks(reports, stuck)
-        elif any(r.outcome is None or r.outcome.status == "failed" for r in reports):
-            self.broken = True  # unmatched collectives may remain: never reuse such a world
-        if self.broken:
-            self.kill()
-        return CaseOutcome(reports, time.monotonic() - begin, timed_out=timed_out, world_broken=self.broken,
-                       timeout_s=timeout_s)
+        ready, _ = ray.wait(handles, num_returns=1, timeout=timeout_s)
+        return list(ready)
+
+    def _receive(self, handle: Any, rank: int) -> tuple[RankOutcome, str | None]:
+        import ray
+
+        try:
+            outcome, output = ray.get(handle)
+        except ray.exceptions.RayActorError as exc:
+            raise RankLost(f"Ray actor died ({_first_line(exc)})") from None
+        assert isinstance(outcome, RankOutcome), outcome
+        return outcome, str(output)
+
+    def _collect_output(self, reports: list[RankReport]) -> None:
+        """Nothing to do: each actor's answer carries its output."""
 
     def _collect_stacks(self, reports: list[RankReport], ranks: list[int]) -> None:
         import ray

@@ -24,11 +24,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from pytest_dmlbench.errors import ScriptFailed
+
 TAIL_LINES = 20
-
-
-class ScriptFailed(AssertionError):
-    """A script run by :func:`run_script` exited with a status other than 0."""
 
 
 @dataclass(frozen=True)

@@ -5,66 +5,24 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from pytest_dmlbench.errors import WorldError
-from pytest_dmlbench.measure.rounds import BlockBudget
-from pytest_dmlbench.world.agreement import rebuild_reasons, unmatched_collectives
+from pytest_dmlbench.world.dispatch import CaseDispatch, RankLost
 from pytest_dmlbench.world.lifetime import describe_status
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
+from pytest_dmlbench.world.outcome import RankReport
 from pytest_dmlbench.world.rank import rank_log_path, rank_stack_path
 from pytest_dmlbench.world.zygote import ZygoteHandle
 
-# After one rank has failed or died, how long the others get to report before they count as stuck.
-FAILURE_GRACE_S = 1.0
 # How long a SIGUSR1 stack dump may take to appear.
 STACK_DUMP_WAIT_S = 0.5
 
 
-@dataclass
-class RankReport:
-    """What one rank did during a case."""
-
-    rank: int
-    outcome: RankOutcome | None = None
-    died: str | None = None
-    stuck: bool = False
-    stack: str = ""
-    output: str = ""
-
-
-@dataclass
-class CaseOutcome:
-    """Every rank's report for one case (the parent's view), and whether the world survived it."""
-
-    ranks: list[RankReport]
-    elapsed_s: float
-    timed_out: bool = False
-    world_broken: bool = False
-    timeout_s: float = 0.0
-    unmatched: str = ""  # the ranks issued different numbers of collectives (see world.agreement)
-    rebuilt_because: str = ""  # the case destroyed/replaced the default group or left unrestorable state
-
-    @property
-    def passed(self) -> bool:
-        return not self.unmatched and all(r.outcome is not None and r.outcome.status == "passed"
-                                          for r in self.ranks)
-
-    def check_agreement(self) -> None:
-        """Fill ``unmatched`` and ``rebuilt_because`` from the outcomes; either one breaks the world."""
-        outcomes = [r.outcome for r in self.ranks if r.outcome is not None]
-        if len(outcomes) == len(self.ranks):
-            self.unmatched = unmatched_collectives(outcomes)
-        self.rebuilt_because = rebuild_reasons(outcomes)
-        if self.unmatched or self.rebuilt_because:
-            self.world_broken = True
-
-
-class World:
+class World(CaseDispatch):
     """Rank processes of one (backend, world size), kept for many cases."""
 
     def __init__(self, spec: WorldSpec, zygote: ZygoteHandle) -> None:
@@ -125,57 +83,30 @@ class World:
         self.start_s = time.perf_counter() - begin
         self._log_offsets = [self._size(rank_log_path(self.spec.out_dir, r)) for r in range(self.spec.world_size)]
 
-    def run(self, nodeid: str, *, seed: int, registry_args: tuple[str, ...], pickled_args: bytes,
-            measure_memory: bool, timeout_s: float, block: BlockBudget | None = None) -> CaseOutcome:
-        """Send the case to every rank and collect each rank's outcome (or death, or stack when stuck)."""
-        self._case_counter += 1
-        case_id = self._case_counter
-        message = CaseRequest(case_id, nodeid, seed, registry_args, pickled_args, measure_memory, block)
-        reports = [RankReport(rank) for rank in range(self.spec.world_size)]
-        begin = time.monotonic()
+    def _send(self, message: CaseRequest) -> dict[Any, int]:
         for conn in self.conns:
             conn.send(message)
-        pending = dict(enumerate(self.conns))
-        deadline = begin + timeout_s
-        timed_out = False
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = deadline == begin + timeout_s
-                break
-            ready = wait(list(pending.values()), timeout=remaining)
-            for obj in ready:
-                rank = next(r for r, c in pending.items() if c is obj)
-                conn = pending.pop(rank)
-                try:
-                    outcome = conn.recv()
-                except (EOFError, OSError):
-                    status = self.zygote.exit_status(self.pids[rank], 2.0)
-                    reports[rank].died = describe_status(status) if status is not None else "connection lost"
-                    self.broken = True
-                    deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
-                    continue
-                assert isinstance(outcome, RankOutcome) and outcome.case_id == case_id, outcome
-                reports[rank].outcome = outcome
-                if outcome.status != "passed":
-                    deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
-        if pending:
-            self.broken = True
-            for rank in pending:
-                reports[rank].stuck = True
-            self._dump_stacks(reports, list(pending))
-        elif any(r.outcome is None or r.outcome.status == "failed" for r in reports):
-            # Ranks that failed may have left collectives unmatched: never reuse such a world.
-            self.broken = True
+        return {conn: rank for rank, conn in enumerate(self.conns)}
+
+    def _ready(self, handles: list[Any], timeout_s: float) -> list[Any]:
+        return list(wait(handles, timeout=timeout_s))
+
+    def _receive(self, handle: Any, rank: int) -> tuple[RankOutcome, str | None]:
+        try:
+            outcome = handle.recv()
+        except (EOFError, OSError):
+            status = self.zygote.exit_status(self.pids[rank], 2.0)
+            raise RankLost(describe_status(status) if status is not None else "connection lost") from None
+        assert isinstance(outcome, RankOutcome), outcome
+        return outcome, None
+
+    def _collect_stacks(self, reports: list[RankReport], ranks: list[int]) -> None:
+        self._dump_stacks(reports, ranks)
+
+    def _collect_output(self, reports: list[RankReport]) -> None:
         for report in reports:
             log = rank_log_path(self.spec.out_dir, report.rank)
             report.output = self._read_new(log, self._log_offsets, report.rank)
-        run = CaseOutcome(reports, time.monotonic() - begin, timed_out=timed_out, world_broken=self.broken,
-                          timeout_s=timeout_s)
-        run.check_agreement()
-        if run.world_broken:
-            self.kill()
-        return run
 
     def _dump_stacks(self, reports: list[RankReport], ranks: list[int]) -> None:
         for rank in ranks:

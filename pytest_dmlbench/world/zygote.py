@@ -133,7 +133,7 @@ def _zygote_main(sock: socket.socket, registry: CaseRegistry, parent_pid: int, l
     os.close(log_fd)
     import torch.distributed  # noqa: F401 - loaded once here so that every rank starts with it
 
-    import pytest_dmlbench.bench  # noqa: F401 - what every rank's first case would otherwise import
+    import pytest_dmlbench.measure.bench  # noqa: F401 - what every rank's first case would otherwise import
     from pytest_dmlbench.world.backend import cuda_device_count
     from pytest_dmlbench.world.execute import warm_up
     from pytest_dmlbench.world.rank import rank_main

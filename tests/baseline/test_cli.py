@@ -13,10 +13,10 @@ from casefactory import MACHINE, make_case, make_run
 
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import BaselineIdentity
-from pytest_dmlbench.baseline.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.baseline.store import BaselineStore
-from pytest_dmlbench.report import write_results
+from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.results import CaseResult
+from pytest_dmlbench.results.report import write_results
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_A = "bench_cases/test_ddp.py::test_step[ddp]"

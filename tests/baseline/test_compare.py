@@ -9,9 +9,9 @@ from casefactory import make_case, make_run, step_samples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dmlbench.baseline.compare import CompareSettings, compare_case, compare_run
-from pytest_dmlbench.baseline.compare import compare_metric as judged_on_runs
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case, compare_run
+from pytest_dmlbench.gates.stored.compare import compare_metric as judged_on_runs
 from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.gates.wording import failure_text as failure_report
 from pytest_dmlbench.results import MetricResult

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 import random
 
-from pytest_dmlbench.baseline.compare import compare_metric
-from pytest_dmlbench.baseline.detectable import (
+from pytest_dmlbench.gates.stored.compare import compare_metric
+from pytest_dmlbench.gates.stored.detectable import (
     detectable_between_runs_pct,
     detectable_pct,
     detectable_within_run_pct,
 )
-from pytest_dmlbench.baseline.round_blocks import block_medians
+from pytest_dmlbench.gates.stored.round_blocks import block_medians
 from pytest_dmlbench.results import MetricResult
 
 

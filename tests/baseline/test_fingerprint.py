@@ -58,7 +58,7 @@ def test_identifying_fields_change_the_key(change: dict[str, object]) -> None:
 def test_fingerprint_module_imports_torch_lazily() -> None:
     code = (
         "import sys; import pytest_dmlbench.baseline.fingerprint, pytest_dmlbench.baseline.store, "
-        "pytest_dmlbench.baseline.compare, pytest_dmlbench.report, pytest_dmlbench.cli; "
+        "pytest_dmlbench.gates.stored.compare, pytest_dmlbench.results.report, pytest_dmlbench.cli; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from casefactory import MACHINE, make_case
 
-from pytest_dmlbench.baseline.between_runs import HISTORY_RUNS
-from pytest_dmlbench.baseline.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.errors import BaselineWarning
+from pytest_dmlbench.gates.stored.between_runs import HISTORY_RUNS
+from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
 
 NODE = "bench_cases/test_ddp.py::test_step[ddp]"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from casefactory import MACHINE, make_case
 
-from pytest_dmlbench.baseline.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
+from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.gates.wording import failure_text as failure_report
 from pytest_dmlbench.results import CaseResult
 

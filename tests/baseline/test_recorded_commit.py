@@ -10,8 +10,8 @@ from casefactory import MACHINE, make_case
 
 from pytest_dmlbench.baseline.identity import BaselineIdentity
 from pytest_dmlbench.baseline.store import BaselineStore
-from pytest_dmlbench.paired.launch import recorded_commit
-from pytest_dmlbench.paired.worktree import RefError
+from pytest_dmlbench.errors import RefError
+from pytest_dmlbench.gates.paired.launch import recorded_commit
 
 WS4 = BaselineIdentity(4, "gloo", "fork", "persistent")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from casefactory import make_case, make_run
 
-from pytest_dmlbench.baseline.compare import CompareSettings, compare_run
 from pytest_dmlbench.errors import BaselineError
-from pytest_dmlbench.report import (
+from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_run
+from pytest_dmlbench.results.report import (
     append_step_summary,
     markdown_summary,
     oversubscribed,
@@ -18,6 +18,7 @@ from pytest_dmlbench.report import (
     terminal_table,
     write_results,
 )
+from pytest_dmlbench.results.table import headers
 
 LONG_ID = "bench_cases/test_strategies.py::test_ddp_step[bucketed-resnet18-bs64-ws4-with-a-long-parameter-id]"
 
@@ -104,6 +105,19 @@ def test_compared_verbose_table_has_baseline_change_and_p_values_when_they_fit()
     narrow = terminal_table(results, verbose=True, width=80)  # type: ignore[arg-type]
     assert max(len(line) for line in narrow.splitlines()) <= 80
     assert "REGRESSION" in narrow and "p=" not in narrow  # the p-values go first
+
+
+def test_the_compared_column_is_named_ref_when_the_run_was_paired() -> None:
+    """In a --dmlbench-against run the column holds REF's re-measured median, not a stored baseline."""
+    _, results = compared_run()
+    for case in results.cases:
+        case.extra["paired"] = {"ref": "HEAD~1"}
+    verbose = terminal_table(results, verbose=True, width=120)  # type: ignore[arg-type]
+    header = next(line for line in verbose.splitlines() if line.split()[0] == "metric")
+    assert header.split()[-3:] == ["REF", "change", "verdict"]
+    assert headers(results, verbose=True)[-3:] == ["REF", "change", "verdict"]
+    next(case for case in results.cases if case.verdicts).extra.pop("paired")
+    assert headers(results, verbose=True)[-3:] == ["baseline/REF", "change", "verdict"]
 
 
 def test_oversubscription_flag_follows_ranks_times_workers() -> None:

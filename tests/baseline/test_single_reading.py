@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_dmlbench.baseline.compare import compare_metric
+from pytest_dmlbench.gates.stored.compare import compare_metric
 from pytest_dmlbench.results import MetricResult
 
 

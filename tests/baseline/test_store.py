@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from casefactory import MACHINE, make_case
 
-from pytest_dmlbench.baseline import jsonio
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import BaselineIdentity
 from pytest_dmlbench.baseline.store import BaselineStore, case_filename, load_folder
 from pytest_dmlbench.errors import BaselineError
+from pytest_dmlbench.results import jsonio
 
 NODEID = "bench_cases/test_ddp.py::test_step[ddp-ws4]"
 WS4 = BaselineIdentity(4, "gloo", "fork", "persistent")  # make_case's world size and backend

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.baseline.jsonio import write_results
 from pytest_dmlbench.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, main
 from pytest_dmlbench.drift.render import SECTION_BEGIN
 from pytest_dmlbench.plots.html import write_html
+from pytest_dmlbench.results.jsonio import write_results
 from tests.drift.nights import NODEID, night_results, write_nights
 
 CREEP = [1.0] * 10 + [1.03 ** k for k in range(1, 6)] + [1.03 ** 5] * 2  # 3 % a night over 5 nights

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_dmlbench.baseline.jsonio import write_results
 from pytest_dmlbench.drift.history import load_history
 from pytest_dmlbench.plots.html import write_html
+from pytest_dmlbench.results.jsonio import write_results
 from tests.drift.nights import night_results
 from tests.paired.gitrepo import commit_all, git, make_repo
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_dmlbench.baseline.jsonio import write_results
+from pytest_dmlbench.results.jsonio import write_results
 from tests.drift.nights import night_results
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "replay_drift.py"

@@ -14,7 +14,7 @@ HOW_TO = ROOT / "docs" / "how-to" / "experiments.md"
 
 
 def test_model_names_are_the_zoo() -> None:
-    from pytest_dmlbench.models import MODELS
+    from pytest_dmlbench.training.models import MODELS
 
     assert set(fields.MODELS) == set(MODELS) == set(fields.MODEL_DATASETS)
 

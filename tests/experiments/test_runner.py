@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.bench import RankBench
-from pytest_dmlbench.dist_info import DistInfo
 from pytest_dmlbench.experiments import Experiment, load_file
 from pytest_dmlbench.experiments.runner import run_experiment
+from pytest_dmlbench.measure.bench import RankBench
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
 from tests.experiments.test_run import write_fake_cifar
 

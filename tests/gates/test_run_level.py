@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_dmlbench.config import parse_run_alpha
-from pytest_dmlbench.gates.paired import CaseJudgement, PairedGate, Stage, Timed
+from pytest_dmlbench.gates.paired.gate import CaseJudgement, PairedGate, Stage, Timed
 from pytest_dmlbench.gates.run_level import RunLevelRule, benjamini_hochberg
 from pytest_dmlbench.results import MetricResult
 from tests.conftest import run_pytest, write_files

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from pytest_dmlbench.baseline.compare import compare_metric
+from pytest_dmlbench.gates.stored.compare import compare_metric
 from pytest_dmlbench.results import MetricResult
 
 QUIET_RUNS = [0.0100, 0.0101, 0.0099, 0.0100]  # four earlier saves' medians: 1 % run-to-run spread

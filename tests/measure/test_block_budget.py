@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import torch
 
-from pytest_dmlbench.bench import RankBench
-from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.bench import RankBench
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
 
 BUDGET = BlockBudget(rounds=3, warmup=1, iterations=4)

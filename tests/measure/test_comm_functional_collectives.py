@@ -1,5 +1,5 @@
 """The functional collectives (``torch.distributed._functional_collectives``, what DTensor calls) are counted
-by :mod:`pytest_dmlbench.comm` on a real one-rank gloo group; their bytes at 2 and 4 ranks are checked
+by :mod:`pytest_dmlbench.measure.comm` on a real one-rank gloo group; their bytes at 2 and 4 ranks are checked
 against tensor parallelism's formula in ``bench_cases/test_sharded_equivalence.py``."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch.distributed.device_mesh import DeviceMesh
 
-from pytest_dmlbench import comm
-from pytest_dmlbench.comm import FUNCTIONAL_PAYLOAD, instrument_collectives
+from pytest_dmlbench.measure import comm
+from pytest_dmlbench.measure.comm import FUNCTIONAL_PAYLOAD, instrument_collectives
 
 # The functions these tests call (torch 2.14.1 has them; the floor job's torch 2.3 lacks some).
 pytestmark = pytest.mark.skipif(

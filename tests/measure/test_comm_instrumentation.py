@@ -10,7 +10,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from pytest_dmlbench.comm import (
+from pytest_dmlbench.measure.clock import ManualClock, use_clock
+from pytest_dmlbench.measure.comm import (
     PAYLOAD,
     CommCounter,
     _TimedWork,
@@ -18,7 +19,6 @@ from pytest_dmlbench.comm import (
     original,
     union_length,
 )
-from pytest_dmlbench.measure.clock import ManualClock, use_clock
 
 
 def test_payload_of_each_collective() -> None:

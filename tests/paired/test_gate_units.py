@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_dmlbench.gates.paired_plan import BLOCK_TARGET_S, MIN_ROUND_S, BlockPlan, case_key
+from pytest_dmlbench.gates.paired.plan import BLOCK_TARGET_S, MIN_ROUND_S, BlockPlan, case_key
 
 
 def test_cases_match_whatever_rootdir_each_run_chose(tmp_path: Path) -> None:

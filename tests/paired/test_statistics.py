@@ -8,7 +8,7 @@ import random
 import pytest
 from scipy import stats
 
-from pytest_dmlbench.paired.statistics import (
+from pytest_dmlbench.gates.paired.statistics import (
     SequentialRule,
     SingleReading,
     difference_of,
@@ -20,8 +20,8 @@ from pytest_dmlbench.paired.statistics import (
     pair_values,
     scale_for,
 )
-from pytest_dmlbench.stats import median as block_median
-from pytest_dmlbench.student_t import student_t_quantile
+from pytest_dmlbench.results.stats import median as block_median
+from pytest_dmlbench.results.student_t import student_t_quantile
 
 
 def test_log_ratios_point_the_bad_way_for_both_directions() -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.paired.launch import recorded_commit
-from pytest_dmlbench.paired.worktree import RefError, checkout, prune_cache, repository_root, resolve_commit
+from pytest_dmlbench.errors import RefError
+from pytest_dmlbench.gates.paired.launch import recorded_commit
+from pytest_dmlbench.gates.paired.worktree import checkout, prune_cache, repository_root, resolve_commit
 from tests.paired.gitrepo import commit_all, git, make_repo, user_state
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_dmlbench.plots import render
 from pytest_dmlbench.plots.figure import new_axes
-from pytest_dmlbench.report import read_results
+from pytest_dmlbench.results.report import read_results
 from tests.plots.conftest import no_warnings
 
 STORED = Path(__file__).parents[1] / "reports" / "data" / "results.json"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dmlbench.projection.analysis import Check, ProjectionError, calibrate, validate, workloads
+from pytest_dmlbench.errors import ProjectionError
+from pytest_dmlbench.projection.analysis import Check, calibrate, validate, workloads
 from pytest_dmlbench.projection.model import Network, exchange_time
 from tests.projection.synthetic import (
     ALPHA,

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.baseline.jsonio import read_results
 from pytest_dmlbench.projection.collective_model import AlphaBeta, Timing, fit
 from pytest_dmlbench.projection.holdout import (
     HELD_OUT_KINDS,
@@ -28,6 +27,7 @@ from pytest_dmlbench.projection.holdout import (
     why_not,
 )
 from pytest_dmlbench.projection.inputs import collective_timings
+from pytest_dmlbench.results.jsonio import read_results
 from tests.projection.synthetic import ALPHA, BETA, SIZES, collective_case, results
 
 DATA = Path(__file__).parent / "data"

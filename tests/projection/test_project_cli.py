@@ -11,7 +11,7 @@ import pytest
 
 from pytest_dmlbench.cli import main
 from pytest_dmlbench.projection.plot import INSTALL_HINT
-from pytest_dmlbench.report import write_results
+from pytest_dmlbench.results.report import write_results
 from tests.projection.synthetic import results, training_case
 
 REAL = Path(__file__).parent / "data" / "results_gloo_ws4.json"

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_dmlbench.gates.paired import CaseJudgement, PairedGate
-from pytest_dmlbench.paired.statistics import SequentialRule
+from pytest_dmlbench.gates.paired.gate import CaseJudgement, PairedGate
+from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.progress import case_summary
 from pytest_dmlbench.results import CaseResult, MetricResult, Verdict
 from tests.conftest import run_pytest, write_files

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_dmlbench.results import MetricResult
-from pytest_dmlbench.table import metric_cells
-from pytest_dmlbench.units import format_number, named_scale, scale_for
+from pytest_dmlbench.results.table import metric_cells
+from pytest_dmlbench.results.units import format_number, named_scale, scale_for
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,10 @@ import pytest
 pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e '.[test]'")
 from PIL import Image
 
-from pytest_dmlbench.baseline.compare import CompareSettings, compare_run
+from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_run
 from pytest_dmlbench.plots import render
 from pytest_dmlbench.plots.figure import PIXELS, new_axes, save
-from pytest_dmlbench.report import read_results, write_results
+from pytest_dmlbench.results.report import read_results, write_results
 from tests.conftest import run_pytest, write_files
 
 STORED = Path(__file__).parent / "data" / "results.json"

@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e '.[test]'")
 
-from pytest_dmlbench.baseline.compare import CompareSettings, compare_run
+from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_run
 from pytest_dmlbench.plots import render
 from pytest_dmlbench.plots.machine_html import machine_table
-from pytest_dmlbench.report import read_results
 from pytest_dmlbench.results import RunResults, Verdict
+from pytest_dmlbench.results.report import read_results
 
 STORED = Path(__file__).parent / "data" / "results.json"
 SLOWED = "test_strategy_training[allreduce]"

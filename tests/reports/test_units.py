@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_dmlbench.gates import wording
-from pytest_dmlbench.table import wrap_nodeid
-from pytest_dmlbench.units import format_quantity, natural_key, parse_size, scale_for
+from pytest_dmlbench.results.table import wrap_nodeid
+from pytest_dmlbench.results.units import format_quantity, natural_key, parse_size, scale_for
 
 
 @pytest.mark.parametrize(

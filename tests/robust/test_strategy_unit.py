@@ -15,13 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pytest_dmlbench import models
 from pytest_dmlbench.data import synthetic_classification
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.reference import flat, reference_sgd
 from pytest_dmlbench.robust import aggregate
 from pytest_dmlbench.robust.strategy import RobustStrategy, flip_sign_bit_of_largest
 from pytest_dmlbench.strategies import build
+from pytest_dmlbench.training import models
+from pytest_dmlbench.training.reference import flat, reference_sgd
 
 BATCH = synthetic_classification(24, (8,), 4, seed=3)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_dmlbench.reference import assert_close
+from pytest_dmlbench.training.reference import assert_close
 
 EXPECTED = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
 

@@ -46,9 +46,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pytest_dmlbench import models
+from pytest_dmlbench.training import models
 from pytest_dmlbench.data import synthetic_classification
-from pytest_dmlbench.reference import check_matches_reference
+from pytest_dmlbench.training.reference import check_matches_reference
 from pytest_dmlbench.strategies import build
 
 

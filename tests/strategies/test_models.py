@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_dmlbench import models
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.training import models
 
 
 def params(model: nn.Module) -> torch.Tensor:

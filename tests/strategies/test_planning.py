@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from pytest_dmlbench import comm
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.measure import comm
 from pytest_dmlbench.strategies import available, build
 from pytest_dmlbench.strategies.bucketed import plan_buckets
 from pytest_dmlbench.strategies.pipeline import balance, split_stages

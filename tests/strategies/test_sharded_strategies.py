@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pytest_dmlbench import models
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.reference import flat, reference_sgd
 from pytest_dmlbench.strategies import available, build, sharded
 from pytest_dmlbench.strategies.base import factory_for
 from pytest_dmlbench.strategies.options import option_names
 from pytest_dmlbench.strategies.sharded import ShardedStrategy, sharding_support
+from pytest_dmlbench.training import models
+from pytest_dmlbench.training.reference import flat, reference_sgd
 
 NAMES = ["fsdp", "tensor_parallel"]
 # The strategy modules are imported inside the tests: on a torch without FSDP2/DTensor (the floor job's

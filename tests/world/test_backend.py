@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.run_facts import RunFacts
 from pytest_dmlbench.world.backend import device_for, select_backend
+from pytest_dmlbench.world.run_facts import RunFacts
 from tests.conftest import run_pytest, write_files
 
 

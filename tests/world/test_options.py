@@ -68,6 +68,15 @@ def test_ini_sets_defaults_and_command_line_wins(tmp_path: Path) -> None:
     from_ini.lines.fnmatch_lines(["size 3"])
     from_cli = run_pytest(tmp_path, "--world-size", "2")
     from_cli.lines.fnmatch_lines(["size 2"])
+    from_long_form = run_pytest(tmp_path, "--dmlbench-world-size", "1")
+    from_long_form.lines.fnmatch_lines(["size 1"])
+
+
+def test_the_long_form_of_the_world_size_is_checked_like_the_short_one(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_x.py": CASE})
+    result = run_pytest(tmp_path, "--dmlbench", "--dmlbench-world-size", "0")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.output
+    result.lines.fnmatch_lines(["ERROR: --world-size: 0 is too small*"])
 
 
 def test_bad_marker_argument_is_a_usage_error(tmp_path: Path) -> None:
@@ -141,7 +150,7 @@ def test_scaling_world_sizes(top: int, sizes: list[int]) -> None:
 
 
 def test_xdist_worker_count() -> None:
-    from pytest_dmlbench.run_facts import xdist_worker_count
+    from pytest_dmlbench.world.run_facts import xdist_worker_count
 
     assert xdist_worker_count(None, {}, 8) == 1
     assert xdist_worker_count(3, {}, 8) == 3

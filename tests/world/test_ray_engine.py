@@ -29,6 +29,19 @@ def test_c_next_case_passes_on_a_new_world(dist):
 @pytest.mark.dmlbench(world_size=2, backend="nccl")
 def test_d_nccl(dist):
     pass
+
+@pytest.mark.dmlbench(world_size=2)
+def test_e_leaves_a_collective_unmatched(dist):
+    td.all_reduce(torch.ones(1))
+    td.barrier()
+    if dist.rank == 0:
+        td.all_reduce(torch.ones(1), async_op=True)
+
+@pytest.mark.dmlbench(world_size=2, timeout=60)
+def test_f_innocent(dist):
+    x = torch.ones(1)
+    td.all_reduce(x)
+    assert x.item() == 2
 """
 
 
@@ -42,11 +55,15 @@ def test_bad_launcher_is_a_usage_error(tmp_path: Path) -> None:
 def test_cases_run_on_ray_actor_worlds(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="the Ray launcher needs Ray: pip install 'pytest-dmlbench[ray]'")
     write_files(tmp_path, **{"test_ray_cases.py": CASES})
-    result = run_pytest(tmp_path, "--dmlbench", "--dmlbench-launcher", "ray", "-rs",
-                        "test_ray_cases.py", timeout=600)
+    result = run_pytest(tmp_path, "--dmlbench", "--dmlbench-launcher", "ray", "-rs", "-v",
+                        "-p", "no:randomly", "test_ray_cases.py", timeout=600)
     result.lines.fnmatch_lines([
         "*distributed case failed on rank(s) 1 of 2 (gloo)*",
         "*rank 1 disagrees*",
+        # the forked engine's agreement check holds on Ray worlds too: the case that left a collective
+        # unmatched fails itself, and the next case gets a new world instead of meeting the stray collective
+        "*rank 0 issued 3 collectives, rank 1 issued 2: a collective was left unmatched*",
         "*the Ray launcher runs gloo worlds*",
-        "*1 failed, 2 passed, 1 skipped*",
+        "*2 failed, 3 passed, 1 skipped*",
     ])
+    assert "test_f_innocent FAILED" not in result.output and "test_f_innocent PASSED" in result.output

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from pytest_dmlbench.errors import ScriptFailed
 from pytest_dmlbench.world.adopt_group import _Case
-from pytest_dmlbench.world.scripts import ScriptFailed, run_script
+from pytest_dmlbench.world.scripts import run_script
 from pytest_dmlbench.world.torchrun_env import RankPlace, torchrun_variables
 from tests.conftest import Outcome, clean_env, run_pytest, write_files
 

@@ -11,12 +11,12 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.world.backend import BackendChoice
 from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed
 from pytest_dmlbench.world.messages import RankOutcome
-from pytest_dmlbench.world.world import CaseOutcome, RankReport
+from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
 
 BACKEND_NAME = "simulated"  # the backend simulated cases report (process_group.BACKEND_NAME)
 MEASURING_SKIP = (

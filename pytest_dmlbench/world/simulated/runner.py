@@ -22,18 +22,18 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
 
-from pytest_dmlbench import comm
-from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure import comm
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
 from pytest_dmlbench.world.execute import classify, seed_everything
 from pytest_dmlbench.world.guard import Unrestorable, snapshot
 from pytest_dmlbench.world.messages import RankOutcome
+from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
 from pytest_dmlbench.world.simulated.process_group import ACTIVE, BACKEND_NAME, register_backend
 from pytest_dmlbench.world.simulated.rng import RankRandomState
 from pytest_dmlbench.world.simulated.shared import SharedWorld, rank_ranges
 from pytest_dmlbench.world.simulated.thread_world import ThreadWorld, per_thread_world
 from pytest_dmlbench.world.simulated.turns import WorldAborted
-from pytest_dmlbench.world.world import CaseOutcome, RankReport
 
 DEVICE = "cpu"
 # A rank that holds the turn while waiting in a thread-synchronisation primitive this long is blocked on

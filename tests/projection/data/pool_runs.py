@@ -14,9 +14,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from pytest_dmlbench.baseline.jsonio import read_results
-from pytest_dmlbench.report import write_results
 from pytest_dmlbench.results import CaseResult, MetricResult, RunResults
+from pytest_dmlbench.results.jsonio import read_results
+from pytest_dmlbench.results.report import write_results
 
 
 def pool(out: Path, paths: list[Path]) -> int:

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_dmlbench.world.failure import failure_text
+from pytest_dmlbench.world.outcome import CaseOutcome
 from pytest_dmlbench.world.simulated.runner import SimulatedCase
-from pytest_dmlbench.world.world import CaseOutcome
 
 # Far beyond any of these bodies: a fault must be reported by detection, never by this timeout.
 TIMEOUT_S = 600.0

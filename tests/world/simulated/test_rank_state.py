@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from pytest_dmlbench import models
-from pytest_dmlbench.comm import instrument_collectives, set_interceptor
+from pytest_dmlbench.measure.comm import instrument_collectives, set_interceptor
+from pytest_dmlbench.training import models
 from pytest_dmlbench.world.simulated.compat import incompatibility
 from tests.world.simulated.helpers import passed, simulate
 

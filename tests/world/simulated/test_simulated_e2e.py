@@ -140,9 +140,9 @@ def test_faults_at_1024_ranks_are_reported_and_the_next_case_runs(tmp_path: Path
 
 AGREEMENT = """
     import copy, os, pytest, torch, torch.distributed as td, torch.nn.functional as F
-    from pytest_dmlbench import models
+    from pytest_dmlbench.training import models
     from pytest_dmlbench.data import shard, synthetic_classification
-    from pytest_dmlbench.reference import flat
+    from pytest_dmlbench.training.reference import flat
     from pytest_dmlbench.strategies import build
 
     @pytest.mark.dmlbench

@@ -20,14 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_dmlbench.errors import RefError
+
 FOLDER = "dmlbench-worktrees"
 KEEP = 4  # cached worktrees kept per repository
 IDLE_S = 3600.0  # a worktree unused this long may be removed
 GIT_TIMEOUT_S = 120.0
-
-
-class RefError(Exception):
-    """REF cannot be used; the message names the problem and the fix."""
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

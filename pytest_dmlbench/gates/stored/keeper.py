@@ -17,16 +17,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.baseline.compare import CompareSettings, compare_case
 from pytest_dmlbench.baseline.fingerprint import machine_fingerprint
-from pytest_dmlbench.baseline.history import with_history
 from pytest_dmlbench.baseline.identity import DEFAULT_ISOLATION, DEFAULT_LAUNCHER, BaselineIdentity, refresh_template
 from pytest_dmlbench.baseline.store import BaselineStore
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
+from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
+from pytest_dmlbench.gates.stored.history import with_history
 from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.results import CaseResult, Verdict
-from pytest_dmlbench.student_t import DEFAULT_ALPHA
+from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
 
 @dataclass(frozen=True)

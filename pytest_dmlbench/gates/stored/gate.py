@@ -1,7 +1,7 @@
 """The stored gate: judge a finished case against the figures earlier runs saved (``--dmlbench-save``).
 
-The rule is :mod:`pytest_dmlbench.baseline.compare`; the files, their identity and their history are the
-keeper's (:mod:`pytest_dmlbench.baseline.keeper`). ``--dmlbench-save`` stores and judges nothing. Imports
+The rule is :mod:`pytest_dmlbench.gates.stored.compare`; the files, their identity and their history are the
+keeper's (:mod:`pytest_dmlbench.gates.stored.keeper`). ``--dmlbench-save`` stores and judges nothing. Imports
 no pytest.
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dmlbench.baseline.identity import CASE_ISOLATION
-from pytest_dmlbench.baseline.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.errors import BaselineError
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
+from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.results import CaseResult
 
 

@@ -2,7 +2,7 @@
 ``COLUMNS``, or 80 columns in a pipe or a CI log).
 
 Case ids lose the directory all of them share (named once above the table) and keep the test part; an id
-that still does not fit wraps at natural points (:func:`pytest_dmlbench.table.wrap_nodeid`). When the
+that still does not fit wraps at natural points (:func:`pytest_dmlbench.results.table.wrap_nodeid`). When the
 figures leave too little room beside the id, each case's id gets a line of its own above its figures. Every
 note and message is wrapped to the width.
 """
@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 
 from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, RunResults
-from pytest_dmlbench.table import (
+from pytest_dmlbench.results.table import (
     METRIC_PREFIX,
     OTHERS_MARK,
     OVERSUBSCRIBED_MARK,
@@ -28,11 +28,12 @@ from pytest_dmlbench.table import (
     metric_cells,
     ordered_cases,
     oversubscribed,
+    reference_column,
     verdict_cell,
     verdict_counts,
     wrap_nodeid,
 )
-from pytest_dmlbench.units import named_scale
+from pytest_dmlbench.results.units import named_scale
 
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 40
@@ -94,7 +95,7 @@ def _wrap_paragraph(paragraph: str, width: int, indent: str) -> list[str]:
 
 def id_lines(name: str, width: int, suffix: str = "") -> list[str]:
     """A case's id followed by ``suffix`` in lines of at most ``width`` characters: an id that does not
-    fit is broken at natural points only (:func:`~pytest_dmlbench.table.wrap_nodeid`), its continuation
+    fit is broken at natural points only (:func:`~pytest_dmlbench.results.table.wrap_nodeid`), its continuation
     lines indented."""
     if len(name) + len(suffix) <= width:
         return [name + suffix]
@@ -195,7 +196,8 @@ def verbose_lines(results: RunResults, ids: dict[str, str], width: int) -> list[
     median, IQR and rounds (baseline, change and verdict when compared). What does not fit goes in turn:
     the p-values, then the metric name beside its figures (it gets a line of its own above them)."""
     with_verdicts = compared(results)
-    header = ["metric", "unit", "median", "IQR", "n"] + (["baseline", "change", "verdict"] if with_verdicts else [])
+    header = ["metric", "unit", "median", "IQR", "n"] + (
+        [reference_column(results), "change", "verdict"] if with_verdicts else [])
     cases = ordered_cases(results)
     for p_values, stacked in ((True, False), (False, False), (False, True)):
         per_case = [_verbose_rows(c, with_verdicts, p_values) for c in cases]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_dmlbench.baseline.jsonio import read_results as _read_results
-from pytest_dmlbench.baseline.jsonio import write_results
 from pytest_dmlbench.results import NOTABLE_KINDS, RunResults, Verdict
-from pytest_dmlbench.table import (
+from pytest_dmlbench.results.jsonio import read_results as _read_results
+from pytest_dmlbench.results.jsonio import write_results
+from pytest_dmlbench.results.table import (
     UNITS_NOTE,
     case_counts,
     case_rows,
@@ -23,8 +23,8 @@ from pytest_dmlbench.table import (
     oversubscribed,
     verdict_counts,
 )
-from pytest_dmlbench.table_layout import NOT_COMPARED, terminal_table
-from pytest_dmlbench.table_layout import oversubscription_note as _oversubscription_note
+from pytest_dmlbench.results.table_layout import NOT_COMPARED, terminal_table
+from pytest_dmlbench.results.table_layout import oversubscription_note as _oversubscription_note
 
 __all__ = [
     "append_step_summary",
@@ -43,7 +43,7 @@ def read_results(path: Path) -> RunResults:
 
 
 def table_rows(results: RunResults, verbose: bool = False) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the results table (see :mod:`pytest_dmlbench.table`)."""
+    """Headers and rows of the results table (see :mod:`pytest_dmlbench.results.table`)."""
     return headers(results, verbose), case_rows(results, verbose)
 
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_dmlbench.dist_info import DistInfo
+from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.measure.memory import PeakMemory, PeakMemoryWatch
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.results import Better, MetricResult
+
+if TYPE_CHECKING:  # imported where used: a rank that never times anything does not load them
+    from pytest_dmlbench.measure.collective_bench import CollectiveResult
+    from pytest_dmlbench.measure.rounds import RoundPlan
+    from pytest_dmlbench.measure.runner import StepFn, Steppable, TrainingResult
+
+Result = TypeVar("Result")
 
 DEFAULT_ROUNDS = 30  # the fewest rounds of a default measurement
 DEFAULT_MIN_TIME_S = 1.0  # a default measurement runs until this much measured time (several blocks' worth)
@@ -49,7 +56,7 @@ class RankBench:
 
     # -- what cases call --
     def _plan(self, rounds: int | None, warmup: int | None, min_time_s: float | None,
-              grouped: bool = True) -> Any:
+              grouped: bool = True) -> RoundPlan:
         from pytest_dmlbench.measure.rounds import RoundPlan
 
         if self.block is not None:  # a block of the paired gate: its round budget replaces the case's own
@@ -62,13 +69,13 @@ class RankBench:
                              min_time_s=DEFAULT_MIN_TIME_S, min_rounds=DEFAULT_ROUNDS, max_rounds=DEFAULT_MAX_ROUNDS)
         return RoundPlan(warmup=DEFAULT_WARMUP if warmup is None else warmup, rounds=rounds)
 
-    def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, fn: Callable[..., Result], *args: Any, **kwargs: Any) -> Result:
         """Time ``fn(*args, **kwargs)`` in rank-agreed rounds; returns its last result."""
         return self.pedantic(fn, args=args, kwargs=kwargs)
 
-    def pedantic(self, fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
-                 rounds: int | None = None, warmup: int | None = None, iterations: int = 1,
-                 min_time_s: float | None = None, samples_per_call: int | None = None) -> Any:
+    def pedantic(self, fn: Callable[..., Result], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
+                 *, rounds: int | None = None, warmup: int | None = None, iterations: int = 1,
+                 min_time_s: float | None = None, samples_per_call: int | None = None) -> Result:
         """Like ``__call__`` with explicit control: fixed ``rounds`` (or adaptive until ``min_time_s``),
         ``warmup`` rounds, ``iterations`` calls per round; ``samples_per_call`` (global samples one call
         processes) adds ``throughput_samples_per_s``."""
@@ -83,11 +90,12 @@ class RankBench:
             self.metrics["throughput_samples_per_s"] = MetricResult.of(
                 "throughput_samples_per_s", [samples_per_call / t if t > 0 else float("nan") for t in timed.samples]
             )
-        return timed.result
+        result: Result = timed.result  # fn's last result, as fn returned it
+        return result
 
-    def train(self, strategy: Any, batches: Iterable[tuple[Any, Any]], *, global_batch_size: int,
-              loss_fn: Callable[..., Any], twin: Any = None, rounds: int | None = None,
-              warmup: int | None = None) -> Any:
+    def train(self, strategy: Steppable | StepFn, batches: Iterable[tuple[Any, Any]], *, global_batch_size: int,
+              loss_fn: Callable[..., Any], twin: Steppable | StepFn | None = None, rounds: int | None = None,
+              warmup: int | None = None) -> TrainingResult:
         """Benchmark training steps of a strategy on this rank's ``batches`` against its no-communication
         ``twin``: step time, throughput, exposed communication, busy fraction, bytes, peak memory."""
         from pytest_dmlbench.measure.runner import benchmark_training
@@ -100,7 +108,7 @@ class RankBench:
         return result
 
     def collective(self, op: str, nbytes: int, *, iters: int = 20, warmup: int = 5, rounds: int = 10,
-                   check: bool = True) -> Any:
+                   check: bool = True) -> CollectiveResult:
         """nccl-tests style: time ``iters`` back-to-back ``op`` calls per round; records time per op,
         ``algbw_gbps`` and ``busbw_gbps``; correctness is checked in separate untimed calls. In a block of the
         paired gate the block's budget of calls (sized from the time of one op) replaces ``rounds``, grouped

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dmlbench.results import oversubscribed_world
+
 
 def xdist_worker_count(numprocesses: object, environ: Mapping[str, str], cores: int) -> int:
     """How many pytest-xdist workers share the machine: an xdist worker reads its environment, the
@@ -40,7 +42,7 @@ class RunFacts:
 
     def oversubscribed(self, world_size: int) -> bool:
         """Whether ranks of all workers together exceed the cores (timings are then pessimistic)."""
-        return world_size * self.workers > self.cores
+        return oversubscribed_world(world_size, self.workers, self.cores)
 
     def threads_per_rank(self, world_size: int) -> int:
         """Intra-op threads for each rank so that all ranks of all workers share the cores."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytest_dmlbench.baseline.block_test import block_samples
-from pytest_dmlbench.student_t import POWER, student_t_quantile
+from pytest_dmlbench.gates.stored.block_test import block_samples
+from pytest_dmlbench.results.student_t import POWER, student_t_quantile
 
 
 def detectable_within_run_pct(baseline: Sequence[float], current: Sequence[float], alpha: float) -> float | None:

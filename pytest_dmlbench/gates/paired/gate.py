@@ -3,7 +3,7 @@
 Per case, after its ordinary run on the working tree (a short calibration run,
 :data:`~pytest_dmlbench.measure.rounds.CALIBRATION_BUDGET`, which checks the case and sizes the blocks):
 a short warm-up block of B, then block pairs, A and B in an order drawn at random for each pair, until every
-judged metric is clear, the cap is reached (:class:`~pytest_dmlbench.paired.statistics.SequentialRule`) or
+judged metric is clear, the cap is reached (:class:`~pytest_dmlbench.gates.paired.statistics.SequentialRule`) or
 the case's pair budget is spent. A metric flagged in that stage is measured again in a second, independent
 stage and fails the item only when that stage flags it too.
 
@@ -32,16 +32,13 @@ from typing import Any
 
 import pytest
 
-from pytest_dmlbench.baseline.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.config import DmlbenchConfig
+from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
-from pytest_dmlbench.gates.paired_plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
-from pytest_dmlbench.gates.profile_diff import grown, growth_text
-from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
-from pytest_dmlbench.gates.wording import Decision, detectable_text, word
-from pytest_dmlbench.measure.op_profile import BlockProfile
-from pytest_dmlbench.paired.client import RefLaunch, RefProcess
-from pytest_dmlbench.paired.statistics import (
+from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
+from pytest_dmlbench.gates.paired.plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
+from pytest_dmlbench.gates.paired.protocol import BlockAnswer
+from pytest_dmlbench.gates.paired.statistics import (
     PairedEstimate,
     Scale,
     SequentialRule,
@@ -54,10 +51,15 @@ from pytest_dmlbench.paired.statistics import (
     pair_values,
     scale_for,
 )
-from pytest_dmlbench.paired.worktree import RefError, Worktree
+from pytest_dmlbench.gates.paired.worktree import Worktree
+from pytest_dmlbench.gates.profile_diff import grown, growth_text
+from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
+from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.wording import Decision, detectable_text, word
+from pytest_dmlbench.measure.op_profile import BlockProfile
 from pytest_dmlbench.results import CaseResult, Direction, MetricResult, Verdict, VerdictKind
-from pytest_dmlbench.stats import median
-from pytest_dmlbench.student_t import DEFAULT_ALPHA
+from pytest_dmlbench.results.stats import median
+from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
 
 @dataclass
@@ -265,9 +267,9 @@ class PairedGate:
     def _judge(self, item: JudgedItem, case: CaseResult, judgement: CaseJudgement, begin: float) -> None:
         threshold = self._threshold(case)
         directed = {n: m for n, m in case.metrics.items() if m.better is not None}
-        if item.in_process and not (self.ref.hello or {}).get("in_process_blocks"):
+        if item.in_process and not self.ref.offers("in_process_blocks"):
             judgement.notes.append("in-process figures: REF cannot re-measure them")
-            version = (self.ref.hello or {}).get("plugin_version", "?")
+            version = self.ref.plugin_version
             judgement.verdicts = [self._decision(
                 item, m, "inconclusive", None, median(m.samples), threshold,
                 f"recorded in the pytest process, and REF's pytest-dmlbench ({version}) predates re-measuring "
@@ -311,8 +313,8 @@ class PairedGate:
     def _explain(self, item: JudgedItem, plan: BlockPlan, judgement: CaseJudgement) -> str:
         """Where a confirmed regression's time went: one profiled block of each side, in a random order,
         compared by operator (:mod:`pytest_dmlbench.gates.profile_diff`); why not, when it cannot be said."""
-        if not (self.ref.hello or {}).get("profiles_blocks"):
-            version = (self.ref.hello or {}).get("plugin_version", "?")
+        if not self.ref.offers("profiles_blocks"):
+            version = self.ref.plugin_version
             return (f"Where the time grew: not profiled, REF's pytest-dmlbench ({version}) predates profiled "
                     "blocks")
         try:
@@ -430,22 +432,22 @@ class PairedGate:
     def _ref_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
         return dict(self._ref_answer(item, plan)["metrics"])
 
-    def _ref_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> dict[str, Any]:
+    def _ref_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> BlockAnswer:
         ref_nodeid = self.ref_cases[case_key(item.nodeid, item.path, self.launch.repo_root)]
         answer = self.ref.block(ref_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0,
                                 profile=profile)
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: not compared with REF {self.launch.label}: the case "
-                              f"{answer['status']} there.\n{answer.get('message', '')}")
+                              f"{answer['status']} there.\n{answer['message']}")
         return answer
 
     def _own_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
         return dict(self._own_answer(item, plan)["metrics"])
 
-    def _own_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> dict[str, Any]:
+    def _own_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> BlockAnswer:
         """A block of the working tree's case, in A's block server (never in this session's worlds)."""
         # beside a REF whose experiments train in full in every block, A's do too, so both measure the same work
-        whole = not (self.ref.hello or {}).get("budgeted_experiments")
+        whole = not self.ref.offers("budgeted_experiments")
         own_nodeid = self.own_cases.get(case_key(item.nodeid, item.path, self.launch.repo_root))
         if own_nodeid is None:
             raise BlockFailed(f"{item.nodeid}: {self.own.launch.speaker} did not collect this case, so its "
@@ -454,7 +456,7 @@ class PairedGate:
                                 whole_experiment=whole, profile=profile)
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {answer['status']} after its "
-                              f"ordinary run passed.\n{answer.get('message', '')}")
+                              f"ordinary run passed.\n{answer['message']}")
         return answer
 
     def _now(self) -> float:

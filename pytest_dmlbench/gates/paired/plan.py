@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_dmlbench.results import CaseResult
-from pytest_dmlbench.stats import median
+from pytest_dmlbench.results.stats import median
 
 BLOCK_TARGET_S = 0.2  # measured time one block aims at; short blocks keep the two blocks of a pair close in time
 MIN_ROUND_S = 0.01  # shorter calls are grouped into rounds of about this length

@@ -3,7 +3,7 @@ beyond what whole runs of the baseline differ by.
 
 For a figure timed per round whose better direction is known, a **regression** needs the median to move the
 bad way by more than the threshold (percent; percentage points for a fraction) AND a one-sided t-test on
-the block medians of the two runs' rounds (:mod:`~pytest_dmlbench.baseline.block_test`; rounds are
+the block medians of the two runs' rounds (:mod:`~pytest_dmlbench.gates.stored.block_test`; rounds are
 autocorrelated, blocks count as samples) to give p < alpha AND the current median to lie outside the
 run-to-run spread of the baseline's saved runs (a one-sided prediction test, p < alpha; see
 ``between_runs``). The last condition is what keeps a noisy shared machine from crying wolf: the first two
@@ -23,15 +23,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dmlbench.baseline.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
-from pytest_dmlbench.baseline.block_test import Alternative, block_test
-from pytest_dmlbench.baseline.detectable import detectable_pct
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
+from pytest_dmlbench.gates.stored.block_test import Alternative, block_test
+from pytest_dmlbench.gates.stored.detectable import detectable_pct
 from pytest_dmlbench.gates.wording import Decision, word
 from pytest_dmlbench.results import CaseResult, Direction, MetricResult, RunResults, Verdict, VerdictKind
-from pytest_dmlbench.stats import median
-from pytest_dmlbench.student_t import DEFAULT_ALPHA
+from pytest_dmlbench.results.stats import median
+from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
 # Shown in every verdict message; ``{nodeid}`` is the case, shell-quoted.
 REFRESH_COMMAND = "pytest --dmlbench {nodeid} --dmlbench-save"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_dmlbench.student_t import one_sided_t_p
+from pytest_dmlbench.results.student_t import one_sided_t_p
 
 HISTORY_RUNS = 10
 """How many saved runs a baseline remembers (the newest run's samples plus earlier runs' medians)."""

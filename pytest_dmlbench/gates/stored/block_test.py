@@ -1,6 +1,6 @@
 """The stored-baseline significance test: a one-sided two-sample t-test on block medians of rounds.
 
-Each run's rounds are cut into contiguous blocks (:mod:`~pytest_dmlbench.baseline.round_blocks`) and the
+Each run's rounds are cut into contiguous blocks (:mod:`~pytest_dmlbench.gates.stored.round_blocks`) and the
 test compares the baseline's block medians with the current run's, on a log scale when every median is
 positive (a ratio, as the threshold is), else on the metric's own scale. Rounds are never counted as
 independent samples: a slow phase of a few seconds moves a whole block, which then counts once. Fewer than
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_dmlbench.baseline.round_blocks import MIN_BLOCK_ROUNDS, block_medians, on_log_scale
-from pytest_dmlbench.student_t import one_sided_t_p
+from pytest_dmlbench.gates.stored.round_blocks import MIN_BLOCK_ROUNDS, block_medians, on_log_scale
+from pytest_dmlbench.results.student_t import one_sided_t_p
 
 Alternative = Literal["greater", "less"]
 

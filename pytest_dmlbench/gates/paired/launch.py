@@ -1,6 +1,6 @@
 """From A's pytest configuration to B's launch: which commit, which worktree, which arguments.
 
-Errors are :class:`~pytest_dmlbench.paired.worktree.RefError` with the problem and the fix; the plugin
+Errors are :class:`~pytest_dmlbench.gates.paired.worktree.RefError` with the problem and the fix; the plugin
 turns them into ``pytest.UsageError`` before any case runs.
 """
 
@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from pytest_dmlbench.config import DmlbenchConfig
-from pytest_dmlbench.paired.client import RefLaunch
-from pytest_dmlbench.paired.worktree import RefError, Worktree, checkout, repository_root, resolve_commit
+from pytest_dmlbench.errors import RefError
+from pytest_dmlbench.gates.paired.client import RefLaunch
+from pytest_dmlbench.gates.paired.worktree import Worktree, checkout, repository_root, resolve_commit
 
 BASELINE_REF = "baseline"
 

@@ -12,17 +12,20 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
-from pytest_dmlbench.paired.protocol import (
+from pytest_dmlbench.errors import RefError
+from pytest_dmlbench.gates.paired.protocol import (
     FDS_ENV,
     FIRST_PLUGIN_VERSION,
     PROTOCOL_VERSION,
     SERVER_PLUGIN,
+    BlockAnswer,
+    BlockRequest,
     Channel,
+    Hello,
     ProtocolError,
 )
-from pytest_dmlbench.paired.worktree import RefError
 
 HELLO_TIMEOUT_S = 600.0  # REF's collection plus its rank start-up, on a loaded machine
 PROCESS_END_WAIT_S = 1.0  # after a broken channel: how long B's process may take to be seen ended
@@ -78,7 +81,7 @@ class RefProcess:
         self.launch = launch
         self.process: subprocess.Popen[bytes] | None = None
         self.channel: Channel | None = None
-        self.hello: dict[str, Any] | None = None
+        self.hello: Hello | None = None
         self.restarts = 0
 
     def command(self) -> list[str]:
@@ -107,7 +110,7 @@ class RefProcess:
         answer, or crashed)."""
         return self.hello is not None and self.channel is None
 
-    def restart(self) -> dict[str, Any]:
+    def restart(self) -> Hello:
         """A fresh server in place of one that stopped: its log is kept beside the new one (``.1``,
         ``.2``... before the suffix), then the same command starts and says hello (RefError when not)."""
         self.kill()
@@ -148,7 +151,16 @@ class RefProcess:
             return f"its pytest process was killed by {name}"
         return f"its pytest process exited with code {code}"
 
-    def wait_hello(self, timeout_s: float = HELLO_TIMEOUT_S) -> dict[str, Any]:
+    def offers(self, feature: Literal["in_process_blocks", "budgeted_experiments", "profiles_blocks"]) -> bool:
+        """Whether this server's hello announced ``feature`` (a server that predates it does not)."""
+        return self.hello is not None and bool(self.hello.get(feature, False))
+
+    @property
+    def plugin_version(self) -> str:
+        """The server's pytest-dmlbench version, as its hello gave it ("?" before the hello)."""
+        return self.hello["plugin_version"] if self.hello is not None else "?"
+
+    def wait_hello(self, timeout_s: float = HELLO_TIMEOUT_S) -> Hello:
         """B's announcement; RefError (with B's output) when B cannot take part."""
         if self.hello is not None:
             return self.hello
@@ -174,7 +186,7 @@ class RefProcess:
         return message
 
     def block(self, nodeid: str, rounds: int, warmup: int, iterations: int, timeout_s: float,
-              whole_experiment: bool = False, profile: bool = False) -> dict[str, Any]:
+              whole_experiment: bool = False, profile: bool = False) -> BlockAnswer:
         """Run one block of ``nodeid`` in B; RefError when B went away or broke the protocol.
         ``whole_experiment``: experiments train in full; ``profile``: the answer carries where the block's
         time went (``measure/op_profile.py``). A server that predates either ignores it."""
@@ -182,8 +194,8 @@ class RefProcess:
             raise RefError(f"{self.launch.speaker} stopped serving earlier in this run (see the first case "
                            f"that reported it); its pytest output is in {self.launch.log_path}")
         try:
-            request = {"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup,
-                       "iterations": iterations}
+            request: BlockRequest = {"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup,
+                                     "iterations": iterations}
             if whole_experiment:
                 request["whole_experiment"] = True
             if profile:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_dmlbench.results import Direction
-from pytest_dmlbench.student_t import DEFAULT_ALPHA, POWER, student_t_quantile, student_t_sf
+from pytest_dmlbench.results.student_t import DEFAULT_ALPHA, POWER, student_t_quantile, student_t_sf
 
 PairedKind = Literal["regression", "improvement", "unchanged"]
 Scale = Literal["ratio", "points"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from pytest_dmlbench.baseline.between_runs import HISTORY_RUNS
-from pytest_dmlbench.baseline.compare import CompareSettings, compare_metric
+from pytest_dmlbench.gates.stored.between_runs import HISTORY_RUNS
+from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_metric
 from pytest_dmlbench.results import CaseResult, MetricResult
 
 

@@ -3,8 +3,8 @@
 Node ids are shown whole, wrapped at natural break points (``/``, ``::``, ``[``, ``-``) and never cut in
 the middle; cases come in natural order (``[1MB]`` before ``[4MB]`` before ``[16MB]``); every figure
 carries its unit, the one its metric's name gives (``busbw_gbps`` in GB/s, ``peak_rss_mb`` in MB,
-:func:`pytest_dmlbench.units.named_scale`). A case's line shows its headline metric and that metric's own
-verdict; the terminal layout that fits these rows to a width is :mod:`pytest_dmlbench.table_layout`.
+:func:`pytest_dmlbench.results.units.named_scale`). A case's line shows its headline metric and that metric's own
+verdict; the terminal layout that fits these rows to a width is :mod:`pytest_dmlbench.results.table_layout`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, MetricResult, RunResults, Verdict
-from pytest_dmlbench.units import BYTES_SYSTEM, named_scale, natural_key
+from pytest_dmlbench.results import (
+    NOTABLE_KINDS,
+    VERDICT_KINDS,
+    CaseResult,
+    MetricResult,
+    RunResults,
+    Verdict,
+    oversubscribed_world,
+)
+from pytest_dmlbench.results.units import BYTES_SYSTEM, named_scale, natural_key
 
 OVERSUBSCRIBED_MARK = "!"
 METRIC_PREFIX = "- "
@@ -65,8 +73,7 @@ def oversubscribed(case: CaseResult, results: RunResults) -> bool:
     cores = run.get("cores") or results.machine.get("logical_cores")
     if not isinstance(cores, int) or cores <= 0:
         return bool(run.get("oversubscribed", False))
-    workers = max(1, int(run.get("xdist_workers") or 0))
-    return case.world_size * workers > cores
+    return oversubscribed_world(case.world_size, int(run.get("xdist_workers") or 0), cores)
 
 
 def ordered_cases(results: RunResults) -> list[CaseResult]:
@@ -162,10 +169,19 @@ def compared(results: RunResults) -> bool:
     return any(case.verdicts for case in results.cases)
 
 
+def reference_column(results: RunResults) -> str:
+    """The name of the column holding what each figure was compared with: ``baseline`` (the stored
+    figures), ``REF`` (re-measured beside the working tree with ``--dmlbench-against``), or both names when
+    the results mix the two."""
+    judged = [case for case in results.cases if case.verdicts]
+    paired = sum("paired" in case.extra for case in judged)
+    return "REF" if judged and paired == len(judged) else "baseline" if paired == 0 else "baseline/REF"
+
+
 def headers(results: RunResults, verbose: bool) -> list[str]:
     columns = ["case / metric", "ws", "median", "IQR", "n"] if verbose else ["case", "ws", "headline metric", "median"]
     if compared(results):
-        columns += ["baseline", "change", "verdict"][0 if verbose else 1 :]
+        columns += [reference_column(results), "change", "verdict"][0 if verbose else 1 :]
     return columns
 
 
@@ -180,7 +196,7 @@ def _outcome_note(case: CaseResult) -> str:
 def case_rows(results: RunResults, verbose: bool = False) -> list[list[str]]:
     """Rows of the markdown table, ids whole (a browser wraps them): one per case (headline metric, its
     median, change and verdict), or with ``verbose`` a row per case followed by one row per metric with
-    IQR, rounds and baseline too. The terminal's layout is :mod:`pytest_dmlbench.table_layout`."""
+    IQR, rounds and baseline too. The terminal's layout is :mod:`pytest_dmlbench.results.table_layout`."""
     with_verdicts = compared(results)
     columns = len(headers(results, verbose))
     rows: list[list[str]] = []

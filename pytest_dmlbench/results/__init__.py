@@ -1,5 +1,10 @@
 """The results model: metric definitions, per-case records and the JSON schema (version 2).
 
+The package around it holds what reads and shows results and nothing that runs a case: :mod:`.stats` (the
+summary statistics) and :mod:`.student_t` (the t distribution both gates test with), :mod:`.units`,
+:mod:`.table` and :mod:`.table_layout` (the cells and the terminal table), :mod:`.report` (the run's
+report) and :mod:`.jsonio` (strict, atomic JSON reading and writing).
+
 The same JSON is written by ``--dmlbench-json`` and stored as a baseline file::
 
     {"schema": 2, "machine": {...fingerprint...}, "created": "2026-11-22T10:00:00+00:00",
@@ -16,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_dmlbench.stats import Summary, summarize
+from pytest_dmlbench.results.stats import Summary, summarize
 
 SCHEMA_VERSION = 2  # 2: baselines keyed by world size, backend, launcher, isolation (run facts record them)
 
@@ -70,6 +75,12 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("dispatch_overhead_s", "s", "lower", "time to run a trivial case on every rank"),
     )
 }
+
+
+def oversubscribed_world(world_size: int, xdist_workers: int, cores: int) -> bool:
+    """The one oversubscription rule: the ranks of every pytest-xdist worker together exceed the cores, so
+    the timings share CPUs (and are pessimistic). The run facts record it and the reports flag it by it."""
+    return world_size * max(1, xdist_workers) > cores
 
 
 def spec_for(name: str, unit: str | None = None, better: Better = None) -> MetricSpec:

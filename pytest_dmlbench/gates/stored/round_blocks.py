@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytest_dmlbench.stats import median
+from pytest_dmlbench.results.stats import median
 
 MIN_BLOCK_ROUNDS = 5
 TARGET_BLOCKS = 8
