@@ -95,7 +95,7 @@ class MetricResult:
     """One metric of one case: its raw samples and their summary.
 
     ``history`` is kept in baseline files only: the medians of earlier saved runs of the same case, oldest
-    first, which measure how much whole runs differ from each other (see ``baseline/between_runs.py``).
+    first, which measure how much whole runs differ from each other (see ``gates/stored/between_runs.py``).
     """
 
     name: str

@@ -24,3 +24,24 @@ def test_short_calls_are_grouped_into_rounds_of_about_ten_ms() -> None:
     long = BlockPlan.for_step([0.05] * 3)
     assert long.iterations == 1 and long.rounds == 5  # never fewer than 5 rounds
     assert BlockPlan.for_step([], fallback_rounds=30) == BlockPlan(30, 1)
+
+
+def _readings(name: str, a: list[float], b: list[float]) -> list[dict[str, dict[str, dict[str, list[float]]]]]:
+    return [{"a": {name: {"samples": [x]}}, "b": {name: {"samples": [y]}}} for x, y in zip(a, b, strict=True)]
+
+
+def test_a_memory_peak_that_moves_block_to_block_is_inconclusive_not_a_regression() -> None:
+    from pytest_dmlbench.gates.paired.gate import _apart_or_inconclusive
+    from pytest_dmlbench.gates.paired.statistics import SingleReading
+
+    a, b = [707.0, 640.0, 730.0, 716.0], [638.0, 700.0, 630.0, 645.0]
+    reading = SingleReading(711.5, 641.5, "lower", 10.0)
+    kind, evidence = _apart_or_inconclusive("peak_rss_mb", "lower", "regression", reading,
+                                            _readings("peak_rss_mb", a, b))
+    assert kind == "inconclusive"
+    assert "the blocks' readings overlap (working tree 640 to 730, REF 630 to 700)" in evidence
+    # negative control: the same medians with readings apart stay a regression, with the chance of that order
+    kind, evidence = _apart_or_inconclusive("peak_rss_mb", "lower", "regression", reading,
+                                            _readings("peak_rss_mb", [707.0, 710.0, 730.0, 716.0], b))
+    assert kind == "regression"
+    assert "every block of the working tree lies above every block of REF (chance 0.014" in evidence

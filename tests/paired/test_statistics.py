@@ -11,6 +11,7 @@ from scipy import stats
 from pytest_dmlbench.gates.paired.statistics import (
     SequentialRule,
     SingleReading,
+    chance_apart,
     difference_of,
     estimate,
     in_points,
@@ -135,6 +136,25 @@ def test_single_readings_compare_exactly() -> None:
     little = SingleReading(4100.0, 4096.0, "lower", 10.0)
     assert little.changed and little.kind() == "unchanged"
     assert SingleReading(2.0, 0.0, "lower", 10.0).kind() == "regression"
+
+
+def test_single_readings_that_lie_apart_carry_the_chance_of_their_order() -> None:
+    worse = [110.0, 111.0, 112.0, 115.0]
+    base = [100.0, 101.0, 99.0, 100.5]
+    assert chance_apart(worse, base, "lower", a_worse=True) == pytest.approx(1 / math.comb(8, 4))
+    assert chance_apart(worse, base, "lower", a_worse=False) is None  # not better
+    assert chance_apart(base, worse, "higher", a_worse=True) == pytest.approx(1 / 70)  # lower is worse here
+    assert chance_apart([5.0], [4.0], "lower", a_worse=True) == 0.5  # one block each: a coin's chance
+    assert chance_apart([], base, "lower", a_worse=True) is None
+
+
+def test_overlapping_single_readings_are_not_a_change_even_when_the_medians_moved() -> None:
+    """Negative control: night 4's false memory regression in shape. The medians differ by more than 10 %,
+    so the exact rule alone calls it a regression; the blocks' readings overlap, so it is not one."""
+    a = [707.0, 640.0, 730.0, 716.0, 598.0]
+    b = [638.0, 700.0, 630.0, 645.0, 610.0]
+    assert SingleReading(block_median(a), block_median(b), "lower", 10.0).kind() == "regression"
+    assert chance_apart(a, b, "lower", a_worse=True) is None
 
 
 def test_fractions_are_judged_on_their_difference_in_percentage_points() -> None:

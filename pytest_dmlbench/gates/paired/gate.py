@@ -43,6 +43,7 @@ from pytest_dmlbench.gates.paired.statistics import (
     Scale,
     SequentialRule,
     SingleReading,
+    chance_apart,
     difference_of,
     estimate,
     in_points,
@@ -557,12 +558,33 @@ class PairedGate:
             kind: VerdictKind = reading.kind() if finite else "inconclusive"
             evidence = (f"a single-reading figure, compared exactly (median over {len(readings)} blocks each side), "
                         "no statistical test")
+            if kind in CHANGED:
+                kind, evidence = _apart_or_inconclusive(name, metric.better, kind, reading, readings)
             verdicts.append(self._decision(item, metric, kind, reading.b, reading.a, threshold, evidence,
                                            detectable_pct=0.0 if kind == "unchanged" else None))
         return verdicts
 
 
 CHANGED = frozenset({"regression", "improvement"})
+
+
+def _apart_or_inconclusive(name: str, better: Direction, kind: VerdictKind, reading: SingleReading,
+                           readings: Sequence[dict[str, Any]]) -> tuple[VerdictKind, str]:
+    """A single-reading change beyond the threshold stands when every block of one side lies beyond every
+    block of the other (:func:`chance_apart`, on each block's median); when they overlap the figure moves
+    from block to block as much as between the sides, and the verdict is inconclusive."""
+    a = [median(r["a"][name]["samples"]) for r in readings if r["a"].get(name, {}).get("samples")]
+    b = [median(r["b"][name]["samples"]) for r in readings if r["b"].get(name, {}).get("samples")]
+    p = chance_apart(a, b, better, a_worse=kind == "regression")
+    moved = f"medians {reading.bad_pct:+.1f} % in the bad direction over {len(a)} and {len(b)} blocks"
+    if p is None:
+        return "inconclusive", (
+            f"a single-reading figure whose {moved}, beyond the threshold, but the blocks' readings overlap "
+            f"(working tree {min(a):.6g} to {max(a):.6g}, REF {min(b):.6g} to {max(b):.6g}): it moves from block "
+            "to block as much as between the two sides, so no change can be told from that movement")
+    side = "above" if (better == "lower") == (kind == "regression") else "below"
+    return kind, (f"a single-reading figure, compared exactly ({moved}); every block of the working tree lies "
+                  f"{side} every block of REF (chance {p:.2g} with no change, every order of the readings alike)")
 MAX_SERVER_RESTARTS = 2  # per block server and run: a server that keeps dying is a problem to report
 
 # Figures the harness derives across cases (a scaling case's throughput over its one-rank variant's): no
