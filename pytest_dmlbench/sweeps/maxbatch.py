@@ -10,16 +10,12 @@ passed in is never changed: steps run on a copy.
 from __future__ import annotations
 
 import copy
-import ctypes
-import ctypes.util
-import functools
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_dmlbench.errors import BatchSearchError
-from pytest_dmlbench.measure.memory import MB, current_rss_bytes, peak_rss_bytes, reset_peak_rss
+from pytest_dmlbench.measure.memory import MB, current_rss_bytes, peak_rss_bytes, release_freed_memory, reset_peak_rss
 
 DEFAULT_LIMIT = 1 << 16
 DEFAULT_AVAILABLE_SHARE = 0.5
@@ -91,23 +87,6 @@ def training_step(model: Any, sample: tuple[Any, Any], device: Any, loss_fn: Cal
     return step
 
 
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None elsewhere (looked up once: ``find_library`` runs a subprocess)."""
-    name = ctypes.util.find_library("c")
-    return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-
-
-def _release_freed_memory() -> None:
-    """Collect young garbage (a full collection takes most of a second with torch loaded) and hand freed
-    heap pages back to the kernel (glibc ``malloc_trim``), so the RSS before a trial is not inflated by
-    the trial before it."""
-    gc.collect(1)
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
 def cpu_step_fits(step: Callable[[int], None], memory_mb: float) -> Callable[[int], bool]:
     """A ``fits`` test: the process's peak RSS during ``step(batch)`` is at most ``memory_mb``.
 
@@ -120,7 +99,7 @@ def cpu_step_fits(step: Callable[[int], None], memory_mb: float) -> Callable[[in
             predicted = measured["base"] + measured["per_sample"] * batch
             if predicted > 2 * memory_mb * MB:
                 return False
-        _release_freed_memory()
+        release_freed_memory()
         before = current_rss_bytes()
         if not reset_peak_rss() or before is None:
             raise BatchSearchError(
@@ -131,7 +110,7 @@ def cpu_step_fits(step: Callable[[int], None], memory_mb: float) -> Callable[[in
         peak = peak_rss_bytes()
         assert peak is not None  # VmHWM exists wherever clear_refs does
         measured["base"], measured["per_sample"] = before, max(peak - before, 0) / batch
-        _release_freed_memory()
+        release_freed_memory()
         return peak <= memory_mb * MB
 
     return fits

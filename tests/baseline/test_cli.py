@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from casefactory import MACHINE, make_case, make_run
 
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import BaselineIdentity
@@ -17,6 +16,7 @@ from pytest_dmlbench.baseline.store import BaselineStore
 from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results.report import write_results
+from tests.results.casefactory import MACHINE, make_case, make_run
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_A = "bench_cases/test_ddp.py::test_step[ddp]"

@@ -6,9 +6,9 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from casefactory import MACHINE
 
 from pytest_dmlbench.baseline.fingerprint import KEY_FIELDS, machine_fingerprint, machine_key
+from tests.results.casefactory import MACHINE
 
 
 def test_fingerprint_of_this_machine_has_every_key_field() -> None:

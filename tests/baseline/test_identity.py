@@ -6,9 +6,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from casefactory import make_case
 
 from pytest_dmlbench.baseline.identity import BaselineIdentity, explicit_dir, refresh_command, refresh_template
+from tests.results.casefactory import make_case
 
 NODE = "bench_cases/test_ddp.py::test_step[ddp]"
 

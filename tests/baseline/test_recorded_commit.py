@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from casefactory import MACHINE, make_case
 
 from pytest_dmlbench.baseline.identity import BaselineIdentity
 from pytest_dmlbench.baseline.store import BaselineStore
 from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.paired.launch import recorded_commit
+from tests.results.casefactory import MACHINE, make_case
 
 WS4 = BaselineIdentity(4, "gloo", "fork", "persistent")
 

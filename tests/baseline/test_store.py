@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from casefactory import MACHINE, make_case
 
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import BaselineIdentity
 from pytest_dmlbench.baseline.store import BaselineStore, case_filename, load_folder
 from pytest_dmlbench.errors import BaselineError
 from pytest_dmlbench.results import jsonio
+from tests.results.casefactory import MACHINE, make_case
 
 NODEID = "bench_cases/test_ddp.py::test_step[ddp-ws4]"
 WS4 = BaselineIdentity(4, "gloo", "fork", "persistent")  # make_case's world size and backend
@@ -219,7 +219,7 @@ WRITER = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
-from casefactory import MACHINE, make_case
+from tests.results.casefactory import MACHINE, make_case
 from pytest_dmlbench.baseline.identity import BaselineIdentity
 from pytest_dmlbench.baseline.store import BaselineStore
 root, worker, start = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])

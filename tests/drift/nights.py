@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pytest_dmlbench.results import RunResults
 from pytest_dmlbench.results.jsonio import write_results
-from tests.baseline.casefactory import make_case, make_run
+from tests.results.casefactory import make_case, make_run
 
 NODEID = "bench_cases/test_ddp.py::test_step[ddp]"
 

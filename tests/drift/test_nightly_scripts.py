@@ -12,7 +12,7 @@ from pytest_dmlbench.drift.history import load_history
 from pytest_dmlbench.plots.html import write_html
 from pytest_dmlbench.results.jsonio import write_results
 from tests.drift.nights import night_results
-from tests.paired.gitrepo import commit_all, git, make_repo
+from tests.gates.paired.gitrepo import commit_all, git, make_repo
 
 CI = Path(__file__).resolve().parents[2] / "ci"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_pytest, write_files
-from tests.paired.gitrepo import make_repo
+from tests.gates.paired.gitrepo import make_repo
 
 CASES = """
     import time

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.paired.gitrepo import commit_all, git, make_repo
+from tests.gates.paired.gitrepo import commit_all, git, make_repo
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "nightly_ref.sh"
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import run_pytest, write_files
-from tests.paired.gitrepo import make_repo
+from tests.gates.paired.gitrepo import make_repo
 
 REF_RATES = {"ONE_RANK_RATE": 1000.0, "MANY_RANK_RATE": 1800.0}
 LIB_REF = "".join(f"    {name} = {value}\n" for name, value in REF_RATES.items())

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,3 +122,49 @@ def test_cuda_peak_is_reported_when_ranks_read_one() -> None:
     # no GPU on this machine: the per-rank records stand in for what CUDA ranks would report
     metrics = peak_memory_metrics([PeakMemory(1.0, True, 512.0), PeakMemory(1.0, True, 768.0)])
     assert metrics["peak_cuda_mb"].samples == [768.0]
+
+
+def _child_collections(conn: Any) -> None:
+    """In a forked child: which generations its first automatic collections reach."""
+    import gc
+
+    seen: list[int] = []
+    gc.callbacks.append(lambda phase, info: seen.append(info["generation"]) if phase == "start" else None)
+    garbage = [[] for _ in range(20_000)]  # enough allocations for several automatic collections
+    del garbage
+    conn.send(seen)
+    conn.close()
+
+
+def _forked_child_collects(after: Callable[[], object]) -> list[int]:
+    """Run ``after`` in this process as a case's end would, then fork a child that allocates (a DataLoader
+    worker, say) and return the generations the child's automatic collections reached."""
+    import gc
+    import multiprocessing
+
+    gc.collect()
+    gc.disable()  # no automatic collection while they are made: they stay young, as a case leaves them
+    try:
+        kept = [[] for _ in range(len(gc.get_objects()) // 2)]
+    finally:
+        gc.enable()
+    for _ in range(12):  # a few cases' worth of starts and ends
+        after()
+    context = multiprocessing.get_context("fork")
+    parent, child = context.Pipe()
+    process = context.Process(target=_child_collections, args=(child,))
+    process.start()
+    seen = parent.recv()
+    process.join()
+    del kept
+    return list(seen)
+
+
+def test_a_forked_worker_does_not_inherit_a_due_full_collection() -> None:
+    """A full collection in a forked child writes to every object it inherited (copy-on-write faults on
+    all of them); the rank's own collection between cases must not leave one due."""
+    import gc
+
+    assert 2 not in _forked_child_collects(release_freed_memory)
+    # negative control: collecting generation 1 between cases, as the rank did, leaves one due
+    assert 2 in _forked_child_collects(lambda: gc.collect(1))

@@ -163,7 +163,7 @@ GATED_CASE = """
 
 
 def test_under_the_paired_gate_a_case_line_gives_its_verdict_and_block_pairs(tmp_path: Path) -> None:
-    from tests.paired.gitrepo import make_repo
+    from tests.gates.paired.gitrepo import make_repo
 
     repo = make_repo(tmp_path / "repo", **{"test_cases.py": GATED_CASE, "pytest.ini": "[pytest]\n"})
     run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", COLUMNS="120", timeout=600)
@@ -192,7 +192,7 @@ SLOWED_CASE = GATED_CASE.replace("dmlbench(time.sleep, 0.01)", "dmlbench(time.sl
 
 
 def test_a_failing_verdict_is_wrapped_to_the_terminal(tmp_path: Path) -> None:
-    from tests.paired.gitrepo import make_repo
+    from tests.gates.paired.gitrepo import make_repo
 
     repo = make_repo(tmp_path / "repo", **{"test_cases.py": SLOWED_CASE, "pytest.ini": "[pytest]\n"})
     (repo / "test_cases.py").write_text((repo / "test_cases.py").read_text().replace("SLOW = 1", "SLOW = 5"))

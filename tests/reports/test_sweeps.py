@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_dmlbench.measure.memory import MB, current_rss_bytes, reset_peak_rss
+from pytest_dmlbench.measure.memory import MB, current_rss_bytes, release_freed_memory, reset_peak_rss
 from pytest_dmlbench.sweeps import BatchSearchError, largest_fitting, max_batch_size
 from pytest_dmlbench.sweeps.loader import AugmentedImages, saturation_point
-from pytest_dmlbench.sweeps.maxbatch import _release_freed_memory, cuda_step_fits
+from pytest_dmlbench.sweeps.maxbatch import cuda_step_fits
 
 PER_SAMPLE_MB = 4.0
 
@@ -57,7 +57,7 @@ def warm() -> None:
 
 
 def headroom_budget(headroom_mb: float) -> float:
-    _release_freed_memory()
+    release_freed_memory()
     return (current_rss_bytes() or 0) / MB + headroom_mb
 
 

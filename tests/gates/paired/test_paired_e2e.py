@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_pytest, write_files
-from tests.paired.gitrepo import commit_all, git, make_repo, user_state
+from tests.gates.paired.gitrepo import commit_all, git, make_repo, user_state
 
 WIDE = "1000"  # terminal columns: each verdict message on one line, to be matched whole
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from casefactory import make_case, make_run, step_samples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +14,7 @@ from pytest_dmlbench.gates.stored.compare import compare_metric as judged_on_run
 from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.gates.wording import failure_text as failure_report
 from pytest_dmlbench.results import MetricResult
+from tests.results.casefactory import make_case, make_run, step_samples
 
 NAN = float("nan")
 

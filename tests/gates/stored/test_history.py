@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from casefactory import MACHINE, make_case
 
 from pytest_dmlbench.errors import BaselineWarning
 from pytest_dmlbench.gates.stored.between_runs import HISTORY_RUNS
 from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
+from tests.results.casefactory import MACHINE, make_case
 
 NODE = "bench_cases/test_ddp.py::test_step[ddp]"
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from casefactory import make_case, make_run
 
 from pytest_dmlbench.errors import BaselineError
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_run
@@ -19,6 +18,7 @@ from pytest_dmlbench.results.report import (
     write_results,
 )
 from pytest_dmlbench.results.table import headers
+from tests.results.casefactory import make_case, make_run
 
 LONG_ID = "bench_cases/test_strategies.py::test_ddp_step[bucketed-resnet18-bs64-ws4-with-a-long-parameter-id]"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 
 import pytest
-from casefactory import step_samples
 from scipy import stats
 
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, between_run_test
 from pytest_dmlbench.gates.stored.compare import compare_metric
 from pytest_dmlbench.results import MetricResult
 from pytest_dmlbench.results.student_t import student_t_sf
+from tests.results.casefactory import step_samples
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 8, 9, 30])

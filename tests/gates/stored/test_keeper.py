@@ -7,12 +7,12 @@ import warnings
 from pathlib import Path
 
 import pytest
-from casefactory import MACHINE, make_case
 
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
 from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
 from pytest_dmlbench.gates.wording import failure_text as failure_report
 from pytest_dmlbench.results import CaseResult
+from tests.results.casefactory import MACHINE, make_case
 
 NODE = "bench_cases/test_ddp.py::test_step[ddp]"
 SAVES = 3  # saved runs before a figure timed per round is judged (the compare rule's min_runs)

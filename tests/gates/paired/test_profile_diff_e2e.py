@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import run_pytest, write_files
-from tests.paired.gitrepo import make_repo
+from tests.gates.paired.gitrepo import make_repo
 
 WIDE = "1000"  # terminal columns: each verdict line whole, to be matched
 

@@ -12,7 +12,7 @@ import pytest
 from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.paired.launch import recorded_commit
 from pytest_dmlbench.gates.paired.worktree import checkout, prune_cache, repository_root, resolve_commit
-from tests.paired.gitrepo import commit_all, git, make_repo, user_state
+from tests.gates.paired.gitrepo import commit_all, git, make_repo, user_state
 
 
 @pytest.fixture
