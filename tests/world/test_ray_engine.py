@@ -3,11 +3,13 @@ instance) with the forked engine's failure contract; a bad launcher value is a u
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_pytest, write_files
+from tests.world.test_isolation import UNMATCHED
 
 CASES = """
 import os, pytest, torch, torch.distributed as td
@@ -29,19 +31,6 @@ def test_c_next_case_passes_on_a_new_world(dist):
 @pytest.mark.dmlbench(world_size=2, backend="nccl")
 def test_d_nccl(dist):
     pass
-
-@pytest.mark.dmlbench(world_size=2)
-def test_e_leaves_a_collective_unmatched(dist):
-    td.all_reduce(torch.ones(1))
-    td.barrier()
-    if dist.rank == 0:
-        td.all_reduce(torch.ones(1), async_op=True)
-
-@pytest.mark.dmlbench(world_size=2, timeout=60)
-def test_f_innocent(dist):
-    x = torch.ones(1)
-    td.all_reduce(x)
-    assert x.item() == 2
 """
 
 
@@ -54,7 +43,8 @@ def test_bad_launcher_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_cases_run_on_ray_actor_worlds(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="the Ray launcher needs Ray: pip install 'pytest-dmlbench[ray]'")
-    write_files(tmp_path, **{"test_ray_cases.py": CASES})
+    # then the forked engine's unmatched-collective pair: test_1 leaves one, test_2 must not meet it
+    write_files(tmp_path, **{"test_ray_cases.py": CASES + textwrap.dedent(UNMATCHED)})
     result = run_pytest(tmp_path, "--dmlbench", "--dmlbench-launcher", "ray", "-rs", "-v",
                         "-p", "no:randomly", "test_ray_cases.py", timeout=600)
     result.lines.fnmatch_lines([
@@ -66,4 +56,4 @@ def test_cases_run_on_ray_actor_worlds(tmp_path: Path) -> None:
         "*the Ray launcher runs gloo worlds*",
         "*2 failed, 3 passed, 1 skipped*",
     ])
-    assert "test_f_innocent FAILED" not in result.output and "test_f_innocent PASSED" in result.output
+    assert "test_2_innocent FAILED" not in result.output and "test_2_innocent PASSED" in result.output
