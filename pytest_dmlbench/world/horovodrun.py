@@ -45,9 +45,11 @@ def adopt_store_address(environ: MutableMapping[str, str], timeout: timedelta = 
     hvd = _horovod_torch()
     hvd.init()
     store = None
+    chosen = None
     if hvd.rank() == 0:
-        store = bound_store(_host(environ), 0, int(environ["HOROVOD_SIZE"]), timeout, wait_for_workers=False)
-    chosen = (_host(environ), store.port) if store is not None else None
+        host = _host(environ)
+        store = bound_store(host, 0, int(environ["HOROVOD_SIZE"]), timeout, wait_for_workers=False)
+        chosen = (host, store.port)
     addr, port = hvd.broadcast_object(chosen, root_rank=0, name="dmlbench.store_address")
     environ["MASTER_ADDR"], environ["MASTER_PORT"] = str(addr), str(port)
     return store
