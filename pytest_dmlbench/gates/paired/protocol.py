@@ -39,6 +39,7 @@ received is checked against its type: a missing or mistyped field is a :class:`P
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -149,8 +150,14 @@ def _fits(value: Any, annotation: Any) -> bool:
     return isinstance(value, annotation)
 
 
+@functools.cache
+def _hints(kind: Any) -> dict[str, Any]:
+    """A message type's field types, evaluated once (annotations are strings here)."""
+    return get_type_hints(kind)
+
+
 def _problems(message: dict[str, Any], kind: Any) -> list[str]:
-    hints = get_type_hints(kind)
+    hints = _hints(kind)
     found = [f"no {name!r}" for name in sorted(kind.__required_keys__) if name not in message]
     found += [f"{name!r} is {message[name]!r}, not {getattr(hint, '__name__', hint)}"
               for name, hint in hints.items() if name in message and not _fits(message[name], hint)]
