@@ -1,6 +1,8 @@
 """Workers of the Ray instance the plugin starts find their own instance when several run on the machine
-(the paired gate runs three): Ray's address lookup without an address, which Ray Train's internals use,
-otherwise fails with "Found multiple active Ray instances"."""
+(the paired gate runs three). Ray's address lookup without an address, which Ray Train's internals use,
+otherwise finds another instance: it fails with "Found multiple active Ray instances", or, while a cluster
+address is recorded in Ray's temp folder (``ray start``, or Ray's test ``Cluster`` that another test of this
+suite runs), it returns that cluster's address."""
 
 from __future__ import annotations
 
@@ -58,7 +60,11 @@ def test_a_worker_finds_its_own_instance_beside_another(another_local_ray: None)
         own = ray.get_runtime_context().gcs_address
         lookup = ray.remote(_lookup)
         assert ray.get(lookup.remote(False)) == own
-        # negative control: the same lookup without the address the setup hook pinned
-        assert ray.get(lookup.remote(True)).startswith("error: Found multiple active Ray instances")
+        # negative control: the same lookup without the address the setup hook pinned misses the own instance
+        # (an error while no cluster address is recorded, else the recorded cluster's address: which one
+        # depends on what another test or user runs on the machine meanwhile, so either is accepted)
+        unpinned = ray.get(lookup.remote(True))
+        assert unpinned != own
+        assert unpinned.startswith("error: Found multiple active Ray instances") or ":" in unpinned, unpinned
     finally:
         ray.shutdown()
