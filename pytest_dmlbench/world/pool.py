@@ -6,12 +6,12 @@ import itertools
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 
 from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.world.messages import WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
+from pytest_dmlbench.world.scratch import new_scratch_folder, remove_abandoned_scratch_folders
 from pytest_dmlbench.world.world import World
 from pytest_dmlbench.world.zygote import ZygoteHandle
 
@@ -36,7 +36,8 @@ class WorldPool:
         # otherwise keep a world of every size it served alive, ~0.5 GB a rank, for the whole run
         self.one_world_at_a_time = False
         self._ids = itertools.count(1)
-        self.root = tempfile.mkdtemp(prefix=f"dmlbench-{os.getpid()}-")
+        remove_abandoned_scratch_folders()
+        self.root = new_scratch_folder()
         self.cuda_initialised_before_fork = False
 
     def start_zygote(self) -> None:

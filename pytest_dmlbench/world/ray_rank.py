@@ -33,7 +33,10 @@ class RankActor:
         self.registry = registry
         self.store: Any = None
         self.dist = DistInfo(rank, spec.world_size, spec.backend, device_for(spec.backend, rank))
-        handle, self.log_path = tempfile.mkstemp(prefix=f"dmlbench-ray-rank{rank}-", suffix=".log")
+        # the log has no name once open, so no file outlives the actor, however it ends (Ray kills actors)
+        handle, path = tempfile.mkstemp(prefix=f"dmlbench-ray-rank{rank}-", suffix=".log")
+        self._log_reader = os.open(path, os.O_RDONLY)
+        os.unlink(path)
         os.dup2(handle, 1)
         os.dup2(handle, 2)
         os.close(handle)
@@ -93,10 +96,11 @@ class RankActor:
 
     def output(self) -> str:
         """What this rank printed since the last call."""
-        with open(self.log_path, "rb") as handle:
-            handle.seek(self._log_offset)
-            data = handle.read()
-        self._log_offset += len(data)
+        chunks = []
+        while chunk := os.pread(self._log_reader, 1 << 20, self._log_offset):
+            chunks.append(chunk)
+            self._log_offset += len(chunk)
+        data = b"".join(chunks)
         return data.decode("utf-8", errors="replace")
 
     def stacks(self) -> str:

@@ -59,6 +59,22 @@ def gone(pids: list[int], within_s: float = 30) -> bool:
     return False
 
 
+def _link(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:  # closed meanwhile
+        return ""
+
+
+def named_logs(pids: list[int]) -> list[str]:
+    """The rank logs these processes hold open that still have a name on disk (an unlinked file's path
+    reads "... (deleted)" and no longer exists)."""
+    held = [target for pid in pids for fd in Path(f"/proc/{pid}/fd").iterdir()
+            if "dmlbench-ray-rank" in (target := _link(fd))]
+    assert held, "the detector saw no rank log at all"  # not vacuous
+    return [path for path in held if Path(path).exists()]
+
+
 def test_failures_name_the_rank_and_a_new_world_runs_the_next_case(cluster: object, tmp_path: Path) -> None:
     world = new_world(tmp_path)
     assert world.start_s > 0 and len(set(world.pids)) == 2
@@ -66,6 +82,7 @@ def test_failures_name_the_rank_and_a_new_world_runs_the_next_case(cluster: obje
     first = run(world, "passes")
     assert first.passed, first  # type: ignore[attr-defined]
     assert "rank 1 summed 3.0" in first.ranks[1].output  # type: ignore[attr-defined]
+    assert not named_logs(world.pids), "a rank's log has a name on disk, so it would outlive a killed actor"
     assert run(world, "passes").passed  # type: ignore[attr-defined]  # the world is kept between cases
 
     raised = run(world, "raises_on_rank_1")

@@ -4,6 +4,7 @@ the rank processes of both sides run the same sequence of work."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -83,6 +84,7 @@ class RefProcess:
         self.channel: Channel | None = None
         self.hello: Hello | None = None
         self.restarts = 0
+        self.log_named = False  # a message named the log, so it outlives the run; else close removes it
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "pytest", "-p", SERVER_PLUGIN, *self.launch.args]
@@ -115,6 +117,7 @@ class RefProcess:
         ``.2``... before the suffix), then the same command starts and says hello (RefError when not)."""
         self.kill()
         self.restarts += 1
+        self.log_named = True
         log = self.launch.log_path
         if log.exists():
             log.replace(log.with_name(f"{log.stem}.{self.restarts}{log.suffix}"))
@@ -133,7 +136,7 @@ class RefProcess:
         log = self.log_tail()
         hint = too_old_hint(self.launch.worktree)
         what = f"{self.launch.speaker} could not serve blocks: {hint or self._ended() or problem}"
-        return RefError(f"{what}\nREF's pytest output ({self.launch.log_path}), last part:\n{log.rstrip()}")
+        return RefError(f"{what}\nREF's pytest output ({self.named_log()}), last part:\n{log.rstrip()}")
 
     def _ended(self) -> str | None:
         """How B's process ended, when it has (a kill, a crash, an exit), else None."""
@@ -192,7 +195,7 @@ class RefProcess:
         time went (``measure/op_profile.py``). A server that predates either ignores it."""
         if self.channel is None:
             raise RefError(f"{self.launch.speaker} stopped serving earlier in this run (see the first case "
-                           f"that reported it); its pytest output is in {self.launch.log_path}")
+                           f"that reported it); its pytest output is in {self.named_log()}")
         try:
             request: BlockRequest = {"type": "block", "nodeid": nodeid, "rounds": rounds, "warmup": warmup,
                                      "iterations": iterations}
@@ -212,7 +215,14 @@ class RefProcess:
             raise error
         return message
 
+    def named_log(self) -> Path:
+        """The log's path, for a message that names it: the log is then kept after the run."""
+        self.log_named = True
+        return self.launch.log_path
+
     def close(self, timeout_s: float = 30.0) -> None:
+        """End the server; its log goes with it unless a message named the log or the server did not end
+        cleanly (then the log stays for the user to read)."""
         if self.process is None:
             return
         if self.channel is not None and self.process.poll() is None:
@@ -225,6 +235,10 @@ class RefProcess:
         except subprocess.TimeoutExpired:
             self.kill()
         self._release()
+        if self.process.returncode == 0 and not self.log_named:
+            self.launch.log_path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the folder made for the log, when nothing else is in it
+                self.launch.log_path.parent.rmdir()
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -452,7 +452,7 @@ class PairedGate:
         own_nodeid = self.own_cases.get(case_key(item.nodeid, item.path, self.launch.repo_root))
         if own_nodeid is None:
             raise BlockFailed(f"{item.nodeid}: {self.own.launch.speaker} did not collect this case, so its "
-                              f"blocks cannot run; its pytest output is in {self.own.launch.log_path}")
+                              f"blocks cannot run; its pytest output is in {self.own.named_log()}")
         answer = self.own.block(own_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0,
                                 whole_experiment=whole, profile=profile)
         if answer["status"] != "passed":

@@ -121,12 +121,17 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
 
 
 def test_negative_control_the_same_change_passes_under_a_threshold_it_does_not_reach(project: Path) -> None:
-    """The failures above come from the gate's rule: with thresholds beyond the changes, the same runs pass."""
+    """The failures above come from the gate's rule: with thresholds beyond the changes, the same runs pass.
+    A run whose block servers served without a problem leaves none of their logs or worlds behind (the
+    failing runs below keep the logs their messages name)."""
+    scratch = project.parent / "negative-control-tmp"
+    scratch.mkdir()
     run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "-k", "slowed or bytes", timeout=900,
-                     CASE_THRESHOLD="1000", COLUMNS=WIDE)
+                     CASE_THRESHOLD="1000", COLUMNS=WIDE, TMPDIR=str(scratch))
     assert run.returncode == 0, run.output
     run.lines.fnmatch_lines(["test_cases.py::test_slowed: step_time_s unchanged x* slower*",
                              "test_cases.py::test_bytes:*comm_bytes_per_step unchanged +88.9 % larger*"])
+    assert not [path.name for path in scratch.iterdir() if path.name.startswith("dmlbench-")], run.output
 
 
 def test_saved_baselines_record_their_commit_and_baseline_re_measures_it(project: Path) -> None:
