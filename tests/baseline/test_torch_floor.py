@@ -41,8 +41,31 @@ def test_negative_control_a_floor_below_the_tested_one_is_caught() -> None:
         check_floor_is_tested(lowered, (REPO / "ci" / "install.sh").read_text())
 
 
-def test_the_floor_job_is_scheduled_and_runs_the_tests_on_the_floor() -> None:
-    text = (REPO / ".github" / "workflows" / "torch-floor.yml").read_text()
-    for needle in ("schedule:", "- cron:", "workflow_dispatch:", 'python-version: "3.11"',
-                   "bash ci/install.sh floor", "python -m pytest -n 2 tests"):
-        assert needle in text, needle
+def readme_test_commands(readme: str) -> list[str]:
+    """The pytest commands of the README's test command (the set-up line that runs ``pytest -n 2``)."""
+    line = next(line for line in readme.splitlines() if "pip install" in line and "pytest -n 2" in line)
+    return [part.strip().replace("pytest ", "python -m pytest ", 1) for part in line.split("&&")
+            if part.strip().startswith("pytest ")]
+
+
+def missing_steps(workflow: str, readme: str) -> list[str]:
+    """What the floor job lacks: its schedule, the floor install, and each pytest of the README's test
+    command as a step of its own."""
+    needles = ["schedule:", "- cron:", "workflow_dispatch:", 'python-version: "3.11"', "bash ci/install.sh floor"]
+    needles += [f"run: {command}\n" for command in readme_test_commands(readme)]
+    return [needle for needle in needles if needle not in workflow]
+
+
+def test_the_floor_job_is_scheduled_and_runs_the_readme_test_command_on_the_floor() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme_test_commands(readme)) == 2  # the plugin's tests, then the correctness suites
+    workflow = (REPO / ".github" / "workflows" / "torch-floor.yml").read_text()
+    assert missing_steps(workflow, readme) == []
+
+
+def test_negative_control_a_floor_job_without_the_correctness_suites_is_caught() -> None:
+    readme = (REPO / "README.md").read_text()
+    workflow = (REPO / ".github" / "workflows" / "torch-floor.yml").read_text()
+    trimmed = workflow.replace("run: python -m pytest --dmlbench --world-size 2 -m correctness\n", "")
+    assert trimmed != workflow
+    assert missing_steps(trimmed, readme) == ["run: python -m pytest --dmlbench --world-size 2 -m correctness\n"]
