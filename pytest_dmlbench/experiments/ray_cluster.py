@@ -1,9 +1,12 @@
 """The Ray instance ``framework: ray_train`` experiments run on (pytest process side).
 
-With ``RAY_ADDRESS`` unset, the first Ray Train experiment starts an embedded local Ray instance
+With ``RAY_ADDRESS`` unset, a Ray Train experiment starts an embedded local Ray instance
 (:func:`~pytest_dmlbench.world.ray_local.start_local`: listening on 127.0.0.1 only, no dashboard, no
-usage-stats reporting) sized to this machine's cores; it is shut down when the pytest session ends. With
-``RAY_ADDRESS`` set, experiments run on that cluster and it is left running.
+usage-stats reporting) sized to this machine's cores. With ``RAY_ADDRESS`` set, experiments run on that
+cluster and it is left running. Either way the pytest process stays a Ray driver only while the experiment's
+item is set up (the item's teardown disconnects it, shutting the embedded instance down): a process that
+forks while it is a Ray driver breaks the driver's connections to Ray (an in-process case that starts worlds,
+a DataLoader with workers), and the session then hung at its end, in ``ray.shutdown``.
 Ray is an optional dependency: :data:`RAY_MISSING` says how to install it.
 """
 
@@ -33,6 +36,7 @@ class RayConnection:
 
     started_here: bool
     cpus: float
+    connected_here: bool = False  # this call made the process a Ray driver (``ray.init``)
 
 
 def _cluster_cpus(ray: Any) -> float:
@@ -47,14 +51,14 @@ def connect() -> RayConnection:
         return RayConnection(started_here=False, cpus=_cluster_cpus(ray))
     if os.environ.get("RAY_ADDRESS"):
         ray.init(log_to_driver=True)
-        return RayConnection(started_here=False, cpus=_cluster_cpus(ray))
+        return RayConnection(started_here=False, cpus=_cluster_cpus(ray), connected_here=True)
     cpus = os.cpu_count() or 1
     start_local(ray, num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, log_to_driver=True)
-    return RayConnection(started_here=True, cpus=float(cpus))
+    return RayConnection(started_here=True, cpus=float(cpus), connected_here=True)
 
 
 def shutdown() -> None:
-    """Stop the embedded Ray instance (a no-op when none runs)."""
+    """Disconnect this process from Ray, stopping the embedded instance (a no-op when not connected)."""
     import ray
 
     if ray.is_initialized():

@@ -38,10 +38,10 @@ def figures_of(metrics: dict[str, Any] | None, experiment: Experiment) -> Measur
     return Measured(figures, notes)
 
 
-def fit(experiment: Experiment, storage: str, on_started_here: Any,
+def fit(experiment: Experiment, storage: str, on_connected: Any,
         block: BlockBudget | None = None) -> tuple[Measured, float]:
     """Fit ``experiment`` with a TorchTrainer (in a block of the paired gate, on its budget); its figures
-    and the wall time of ``fit()``."""
+    and the wall time of ``fit()``. ``on_connected`` is called when this fit made the process a Ray driver."""
     try:
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
@@ -49,8 +49,8 @@ def fit(experiment: Experiment, storage: str, on_started_here: Any,
         raise ImportError(f"{RAY_MISSING} ({exc})") from exc
 
     connection = connect()
-    if connection.started_here:
-        on_started_here()
+    if connection.connected_here:
+        on_connected()
     cpus = cpus_per_worker(connection.cpus, experiment.world_size)
     timeout = experiment.timeout if experiment.timeout is not None else DEFAULT_TIMEOUT_S
     trainer = TorchTrainer(
@@ -72,7 +72,8 @@ def fit(experiment: Experiment, storage: str, on_started_here: Any,
 def run_ray_train(dmlbench_metrics: LocalMetrics, request: Any, tmp_path: Path, *, experiment: Experiment) -> None:
     """The item body: fit the experiment with Ray Train and record its figures in this process."""
     storage = os.environ.get(STORAGE_ENV) or str(tmp_path / "ray_results")
-    measured, fit_time = fit(experiment, storage, lambda: request.config.add_cleanup(shutdown), dmlbench_metrics.block)
+    # a driver only while the item is set up (a block server keeps it set up between its blocks): see ray_cluster
+    measured, fit_time = fit(experiment, storage, lambda: request.addfinalizer(shutdown), dmlbench_metrics.block)
     for name, samples in measured.figures.items():
         dmlbench_metrics.record(name, samples)
     dmlbench_metrics.record("ray_fit_time_s", fit_time, unit="s", better="lower")

@@ -112,3 +112,36 @@ def test_a_cluster_without_cpus_and_a_silent_train_loop_are_errors(tmp_path: Pat
                           default_world_size=2, base_dir=tmp_path)
     with pytest.raises(AssertionError, match="Ray Train returned no metrics"):
         figures_of(None, experiment)
+
+
+DRIVER_PROBE = """
+    import sys
+
+    def ray_driver() -> bool:
+        ray = sys.modules.get("ray")
+        return ray is not None and ray.is_initialized()
+
+    def test_z_probe_sees_a_driver():  # negative control: the probe below reports a live driver
+        from pytest_dmlbench.experiments.ray_cluster import connect, shutdown
+        assert not ray_driver()
+        connect()
+        try:
+            assert ray_driver()
+        finally:
+            shutdown()
+
+    def test_zz_after_the_experiment():
+        assert not ray_driver(), "the experiment left this process a Ray driver"
+"""
+
+
+@pytest.mark.skipif(not RAY_TRAIN_INSTALLED, reason=RAY_MISSING)
+def test_the_pytest_process_is_a_ray_driver_only_while_the_experiment_runs(tmp_path: Path) -> None:
+    """After a Ray Train item the pytest process is no longer connected to Ray, so a later in-process case
+    that forks (worlds of its own, DataLoader workers) cannot break Ray's connections; before, the session
+    could hang at its end in ``ray.shutdown``."""
+    write_files(tmp_path, **{"dmlbench_ray.yaml": EXPERIMENTS, "test_zafter.py": DRIVER_PROBE})
+    run = run_pytest(tmp_path, "--dmlbench", "-k", "(learns and ray_train) or probe or after", "-p", "no:randomly",
+                     timeout=600)
+    assert run.returncode == 0, run.output
+    run.lines.fnmatch_lines(["*3 passed, 2 deselected*"])
