@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from pytest_dmlbench.measure.rounds import BlockBudget
 
 # Where Ray Train keeps the run's checkpoint (the figures); a multi-node cluster needs shared storage here.
 STORAGE_ENV = "DMLBENCH_RAY_STORAGE"
+RAY_MODULES = r"ray(\.|$)"  # the modules whose deprecation warnings a fit keeps out of the user's summary
 
 
 def figures_of(metrics: dict[str, Any] | None, experiment: Experiment) -> Measured:
@@ -62,7 +64,10 @@ def fit(experiment: Experiment, storage: str, on_connected: Any,
         run_config=RunConfig(name=re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment.name), storage_path=storage),
     )
     start = now()
-    result = trainer.fit()
+    with warnings.catch_warnings():
+        # Ray's own modules warn about Ray's own deprecated settings; nothing a user of the plugin can act on
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=RAY_MODULES)
+        result = trainer.fit()
     elapsed = now() - start
     if result.error is not None:
         raise result.error

@@ -145,3 +145,4 @@ def test_the_pytest_process_is_a_ray_driver_only_while_the_experiment_runs(tmp_p
                      timeout=600)
     assert run.returncode == 0, run.output
     run.lines.fnmatch_lines(["*3 passed, 2 deselected*"])
+    assert "warnings summary" not in run.output  # Ray's warnings about its own settings are not the user's
