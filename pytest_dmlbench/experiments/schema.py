@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.experiments.fields import (
     FIELDS,
     MODEL_DATASETS,
@@ -164,7 +165,10 @@ def check_strategy(value: Any) -> tuple[str, dict[str, Any]]:
     if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
         raise FieldProblem("strategy.options", f"{_describe(options)} is not a mapping of option names to values",
                            "a mapping such as {bucket_mb: 1} (the strategy's keyword arguments)")
-    accepted_options = strategy_option_names(name)
+    try:
+        accepted_options = strategy_option_names(name)
+    except ConfigError as exc:  # the strategy cannot run on this torch: one more field problem, no traceback
+        raise FieldProblem("strategy", str(exc), "a strategy this torch can run") from None
     if accepted_options is not None:
         unknown = sorted(k for k in options if k not in accepted_options)
         if unknown:

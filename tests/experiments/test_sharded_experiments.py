@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from pytest_dmlbench.strategies.sharded import sharding_support
 from tests.conftest import run_pytest, write_files
 
 EXPERIMENTS = """
@@ -31,6 +34,7 @@ EXPERIMENTS = """
 """
 
 
+@pytest.mark.skipif(sharding_support() is not None, reason=f"FSDP2 and tensor parallel: {sharding_support()}")
 def test_sharded_strategies_learn_in_an_experiment_and_a_frozen_one_fails(tmp_path: Path) -> None:
     write_files(tmp_path, **{"dmlbench_sharded.yaml": EXPERIMENTS})
     out = tmp_path / "results.json"
@@ -44,3 +48,21 @@ def test_sharded_strategies_learn_in_an_experiment_and_a_frozen_one_fails(tmp_pa
     run.lines.fnmatch_lines(["AssertionError: experiment frozen: held-out accuracy * < min_accuracy 0.4 *",
                              "FAILED dmlbench_sharded.yaml::frozen - *"])
     assert "FAILED dmlbench_sharded.yaml::learns" not in run.output, run.output
+
+
+def test_a_strategy_this_torch_cannot_run_is_a_field_problem(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """On a torch without FSDP2 (the floor job's) the strategy's ConfigError is reported with the file's other
+    problems, not as a traceback; an older torch cannot be installed beside this one, so its answer is
+    stood in for."""
+    from pytest_dmlbench.errors import ConfigError
+    from pytest_dmlbench.experiments import schema
+
+    def too_old(name: str) -> None:
+        raise ConfigError(f"strategy {name!r} needs a newer torch (tested with 2.14.1): torch 2.3.1 has no "
+                          "torch.distributed.fsdp.fully_shard")
+
+    monkeypatch.setattr(schema, "strategy_option_names", too_old)
+    with pytest.raises(schema.FieldProblem, match="strategy: strategy 'fsdp' needs a newer torch") as problem:
+        schema.validate({"name": "x", "model": "mlp", "strategy": "fsdp"}, name="x", source="f",
+                        default_world_size=2, base_dir=tmp_path)
+    assert problem.value.accepted == "a strategy this torch can run"

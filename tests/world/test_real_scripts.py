@@ -261,8 +261,11 @@ def test_the_variables_are_torchruns_own_list() -> None:
     import torch.distributed.elastic.agent.server.local_elastic_agent as agent
 
     source = Path(agent.__file__).read_text()
-    block = source[source.index("worker_env = {"):source.index("self._set_local_rank_env")]
-    torchruns = set(re.findall(r'"([A-Z_]+)": ', block)) | {"LOCAL_RANK"}
+    opening = re.search(r"^( *)worker_env = \{\n", source, re.MULTILINE)
+    assert opening, "torch's elastic agent no longer builds a worker_env dict"
+    closing = source.index(f"\n{opening.group(1)}}}", opening.end())  # the dict's own closing brace
+    block = source[opening.end():closing]
+    torchruns = set(re.findall(r'^ *"([A-Z_]+)": ', block, re.MULTILINE)) | {"LOCAL_RANK"}
     ours = set(torchrun_variables(RankPlace.single_node(0, 1), "127.0.0.1", 1, "x"))
     assert torchruns - ours == {"TORCH_NCCL_ASYNC_ERROR_HANDLING"}
     assert ours - torchruns == set()

@@ -30,6 +30,10 @@ def commit_all(repo: Path, message: str) -> str:
 
 
 def user_state(repo: Path) -> tuple[str, str, str, str]:
-    """What must never change: HEAD, branches, index entries and the working tree's status."""
+    """What must never change: HEAD, branches, index entries and the working tree's status. Python's own
+    ``__pycache__`` folders are left out: any pytest run that imports the user's modules writes them (unless
+    ``PYTHONDONTWRITEBYTECODE`` is set), and real repositories ignore them."""
+    status = [line for line in git(repo, "status", "--porcelain").splitlines()
+              if not (line.startswith("?? ") and line.endswith("__pycache__/"))]
     return (git(repo, "rev-parse", "HEAD"), git(repo, "branch", "-a"), git(repo, "ls-files", "-s"),
-            git(repo, "status", "--porcelain"))
+            "\n".join(status))
