@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ast
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.baseline.test_torch_floor import install_pin
 
 ROOT = Path(__file__).resolve().parents[1]
 # The modules that face pytest (hooks, items, the gate objects pytest calls, REF's block server). Every other
@@ -23,9 +24,7 @@ PYTEST_FACING = {
 
 def _pinned_torch() -> str:
     """The torch the type checks are held against: the one CI pins (``ci/install.sh``)."""
-    match = re.search(r"^\s*pinned\) pins=\(torch==(\S+) ", (ROOT / "ci" / "install.sh").read_text(), re.MULTILINE)
-    assert match, "ci/install.sh has no 'pinned) pins=(torch==X.Y.Z ...' line"
-    return match.group(1)
+    return install_pin((ROOT / "ci" / "install.sh").read_text(), "pinned")
 
 
 def _on_the_pinned_torch() -> bool:

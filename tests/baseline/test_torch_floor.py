@@ -17,11 +17,16 @@ def declared_floor(pyproject: str) -> str:
     return found[0]
 
 
+def install_pin(install_script: str, kind: str) -> str:
+    """The torch version ``ci/install.sh KIND`` pins (``pinned``: CI's, ``floor``: the floor job's)."""
+    match = re.search(rf"^\s*{kind}\) pins=\(torch==(\d+\.\d+\.\d+) ", install_script, re.MULTILINE)
+    assert match, f"ci/install.sh has no '{kind}) pins=(torch==X.Y.Z ...' line"
+    return match.group(1)
+
+
 def floor_job_pin(install_script: str) -> str:
     """The torch version ``ci/install.sh floor`` pins."""
-    match = re.search(r"^\s*floor\) pins=\(torch==(\d+\.\d+\.\d+) ", install_script, re.MULTILINE)
-    assert match, "ci/install.sh has no 'floor) pins=(torch==X.Y.Z ...' line"
-    return match.group(1)
+    return install_pin(install_script, "floor")
 
 
 def check_floor_is_tested(pyproject: str, install_script: str) -> None:
