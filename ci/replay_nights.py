@@ -42,7 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, default=None,
                         help="percent: replay under this run threshold instead of the recorded one (marker "
                         "thresholds stay)")
+    parser.add_argument("--canary", choices=("on", "off"), default="off",
+                        help="adjust the pairs for the recorded canary (--dmlbench-canary); pairs recorded "
+                        "without one are not adjusted")
     args = parser.parse_args(argv)
+    adjust = args.canary == "on"
     try:
         recorded = load_recorded(args.results, run_threshold_pct=args.threshold)
     except ValueError as exc:
@@ -54,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(cases)} cases with recorded pairs from {len(args.results)} file(s) ({min(runs)}-{max(runs)} "
           f"runs a case, {statistics.median(c.pairs for c in cases):g} pairs a case at the median); "
           f"run alpha {args.run_alpha:g}, blocks of {args.block} pairs"
-          + (f", run threshold {args.threshold:g} %" if args.threshold is not None else ""))
+          + (f", run threshold {args.threshold:g} %" if args.threshold is not None else "")
+          + f", canary adjustment {args.canary}")
     begin = time.monotonic()
     red_nights = 0
     red_by_case: dict[str, int] = defaultdict(int)
     for _ in range(args.nights):
-        night = replay_night(cases, rng, args.run_alpha, block=args.block)
+        night = replay_night(cases, rng, args.run_alpha, block=args.block, canary_adjust=adjust)
         red_nights += bool(night.red_cases)
         for nodeid in night.red_cases:
             red_by_case[nodeid] += 1
@@ -76,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             caught = other_red = 0
             for _ in range(args.injected_nights):
                 target = rng.choice(candidates[world_size])
-                night = replay_night(cases, rng, args.run_alpha, target.nodeid, pct / 100.0, args.block)
+                night = replay_night(cases, rng, args.run_alpha, target.nodeid, pct / 100.0, args.block,
+                                     canary_adjust=adjust)
                 caught += night.slowed_kind == "regression"
                 other_red += any(nodeid != target.nodeid for nodeid in night.red_cases)
             print(f"{pct:g} % slower, one of {len(candidates[world_size])} cases at world size {world_size}: caught "

@@ -16,6 +16,7 @@ which cases failed, whether the slowed case was caught, and the wall time over t
     python ci/suite_live_check.py                                  # 3 iterations at world sizes 2 and 4
     python ci/suite_live_check.py --world-sizes 4 --iterations 1   # one pair of nights
     python ci/suite_live_check.py --summarize suite_live_check.json
+    python ci/suite_live_check.py --keep-results nights/ --extra=--dmlbench-canary=on   # keep each night's JSON
 
 Writes ``--out`` (JSON) after every night, so a stopped run still counts.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -90,7 +92,8 @@ def build_repo(folder: Path, cases: int, slowdown: float) -> dict[str, str]:
 
 
 def night(repo: Path, tmp: Path, common: list[str], base: str, label: str) -> dict[str, Any]:
-    """One paired night: exit code, wall time, failed cases, the slowed case's verdict and ratio."""
+    """One paired night: exit code, wall time, failed cases, the slowed case's verdict and ratio; its results
+    file is ``tmp/<label>.json``."""
     out = tmp / f"{label}.json"
     wall, rc, text = pytest_run(repo, [*common, "--dmlbench-against", base, "--dmlbench-json", str(out)])
     if not out.exists():
@@ -136,6 +139,11 @@ def main() -> None:
     parser.add_argument("--slowdown", type=float, default=0.10)
     parser.add_argument("--out", type=Path, default=Path("suite_live_check.json").resolve())
     parser.add_argument("--summarize", type=Path, metavar="JSON", help="only summarise a JSON this script wrote")
+    parser.add_argument("--keep-results", type=Path, metavar="DIR",
+                        help="copy each paired night's results JSON here (ci/canary_noise.py, ci/replay_nights.py)")
+    parser.add_argument("--extra", action="append", default=[], metavar="ARG",
+                        help="one more pytest argument for every session (repeatable), e.g. "
+                        "--extra=--dmlbench-canary=on")
     args = parser.parse_args()
     if args.summarize is not None:
         summarize(json.loads(args.summarize.read_text()))
@@ -147,7 +155,7 @@ def main() -> None:
         repo.mkdir()
         commits = build_repo(repo, args.cases, args.slowdown)
         for ws in args.world_sizes:
-            common = ["--dmlbench", "--world-size", str(ws)]
+            common = ["--dmlbench", "--world-size", str(ws), *args.extra]
             nights: list[dict[str, Any]] = []
             report["world_sizes"][str(ws)] = nights
             for index in range(args.iterations):
@@ -155,8 +163,11 @@ def main() -> None:
                 random.shuffle(ways)
                 for way in ways:
                     git(repo, "checkout", "-q", commits[way])
-                    record = {"way": way, "index": index,
-                              **night(repo, tmp, common, commits["base"], f"{way}-ws{ws}-{index}")}
+                    label = f"{way}-ws{ws}-{index}"
+                    record = {"way": way, "index": index, **night(repo, tmp, common, commits["base"], label)}
+                    if args.keep_results is not None:
+                        args.keep_results.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(tmp / f"{label}.json", args.keep_results / f"{label}.json")
                     if way == "aa":
                         plain_s, rc, text = pytest_run(repo, common)
                         if rc != 0:

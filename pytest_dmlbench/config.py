@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "gloo", "nccl")
 ISOLATIONS = ("persistent", "fresh")
 LAUNCHERS = ("fork", "ray", "simulated")
+CANARY_MODES = ("on", "off")
+DEFAULT_CANARY = "off"  # the paired gate's canary adjustment (gates/paired/canary_adjustment.py); see ci/README.md
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -102,6 +104,11 @@ def parse_run_alpha(value: Any, source: str = "--dmlbench-run-alpha") -> float:
     return number
 
 
+def parse_canary(value: Any, source: str = "--dmlbench-canary") -> bool:
+    """on (adjust block pairs for the machine's phase read by the canary) or off (record it only)."""
+    return _choice(value, CANARY_MODES, "a canary mode", source) == "on"
+
+
 def parse_isolation(value: Any, source: str = "--dmlbench-isolation") -> str:
     """persistent (a kept world with the per-case state guard) or fresh (a new world for every case)."""
     return _choice(value, ISOLATIONS, "an isolation", source)
@@ -129,6 +136,7 @@ class DmlbenchConfig:
     fail_on_inconclusive: bool = False  # an item with a figure no test could judge fails
     pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
     run_alpha: float = DEFAULT_RUN_ALPHA  # paired gate: the run's chance of a red for nothing (gates/run_level.py)
+    canary_adjust: bool = DEFAULT_CANARY == "on"  # paired gate: adjust pairs for the canary's machine phase
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
 
 
@@ -226,6 +234,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     launcher = _value(config, "dmlbench_launcher")
     budget = _value(config, "dmlbench_pair_budget")
     run_alpha = _value(config, "dmlbench_run_alpha")
+    canary = _value(config, "dmlbench_canary")
     smoke = bool(_value(config, "dmlbench_smoke"))
     if smoke and (against is not None or _value(config, "dmlbench_save")):
         raise ConfigError("--dmlbench-smoke runs every measurement once, so there is nothing to "
@@ -251,5 +260,6 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         pair_budget_s=(DEFAULT_PAIR_BUDGET_S if budget is None
                        else parse_positive_seconds(budget, "--dmlbench-pair-budget")),
         run_alpha=DEFAULT_RUN_ALPHA if run_alpha is None else parse_run_alpha(run_alpha),
+        canary_adjust=parse_canary(DEFAULT_CANARY if canary is None else canary),
         smoke=smoke,
     )

@@ -22,6 +22,7 @@ from pytest_dmlbench.baseline.commit import commit_fact
 from pytest_dmlbench.baseline.identity import CASE_ISOLATION
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import (
+    DEFAULT_CANARY,
     DEFAULT_PAIR_BUDGET_S,
     DEFAULT_RUN_ALPHA,
     DEFAULT_THRESHOLD_PCT,
@@ -106,6 +107,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-run-alpha", "dmlbench_run_alpha", {"metavar": "P"},
      f"with --dmlbench-against: the chance that a run with nothing changed turns red, split over its cases "
      f"and their figures (default {DEFAULT_RUN_ALPHA:g})"),
+    ("--dmlbench-canary", "dmlbench_canary", {"metavar": "{on,off}"},
+     "with --dmlbench-against: on adjusts every block pair for the machine's speed, read by a fixed canary "
+     f"timed beside each block; off records the canary in the results only (default {DEFAULT_CANARY})"),
 ]
 SHORT_FORMS = {"--dmlbench-world-size": ("--world-size",)}  # the one option users type most, kept short
 _FLAGS: list[tuple[str, str, str]] = [

@@ -8,7 +8,9 @@ run-level share of alpha, verdicts) with pairs drawn by a moving-block bootstrap
 consecutive recorded pairs of one run, so that a slow phase spanning neighbouring pairs stays together.
 An injected slowdown multiplies A's values of one case by ``1 + s`` (divides them, for a higher-is-better
 figure). Time is replayed too: each pair costs the case's recorded seconds per pair, so the pair budget
-stops a replayed case where it stopped the real one. Derived figures (speedup) are not replayed.
+stops a replayed case where it stopped the real one. Derived figures (speedup) are not replayed. The canary
+read beside each block (``extra.paired.block_medians[].canary``) is replayed with its pair, so a night can be
+replayed with the canary adjustment on or off.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from pytest_dmlbench.gates.wording import failing_kinds
 from pytest_dmlbench.results import Direction, MetricResult, Verdict
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
-Pair = tuple[dict[str, float], dict[str, float]]  # A's and B's block medians, per figure
+Pair = tuple[dict[str, float], dict[str, float]]  # A's and B's block medians, per figure (and the canary)
+CANARY = "<canary>"
+"""The key of the canary beside a side's block in a replayed pair (not a figure's name: figures are identifiers)."""
 
 
 @dataclass
@@ -53,12 +57,18 @@ class RecordedCase:
 
 
 def _pairs_of(stages: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[Pair]:
+    """Each recorded pair's block medians of ``names``, and the canary beside each block where recorded."""
     pairs: list[Pair] = []
     for stage in stages:
         a, b = stage.get("a", {}), stage.get("b", {})
+        canary = stage.get("canary") or {}
         for i in range(len(stage.get("a_first", []))):
-            pairs.append(({n: float(a[n][i]) for n in names if n in a and i < len(a[n])},
-                          {n: float(b[n][i]) for n in names if n in b and i < len(b[n])}))
+            pair = ({n: float(a[n][i]) for n in names if n in a and i < len(a[n])},
+                    {n: float(b[n][i]) for n in names if n in b and i < len(b[n])})
+            for side, readings in zip(pair, (canary.get("a", []), canary.get("b", [])), strict=True):
+                if i < len(readings):
+                    side[CANARY] = float(readings[i])
+            pairs.append(pair)
     return pairs
 
 
@@ -117,7 +127,8 @@ def slowed(pair: Pair, figures: Mapping[str, tuple[str, Direction]], slowdown: f
     a fraction (judged in points) rises or falls by ``slowdown`` of itself."""
     if slowdown == 0.0:
         return pair
-    a = {name: value * (1.0 + slowdown) if figures[name][1] == "lower" else value / (1.0 + slowdown)
+    a = {name: value if name not in figures else
+         value * (1.0 + slowdown) if figures[name][1] == "lower" else value / (1.0 + slowdown)
          for name, value in pair[0].items()}
     return a, pair[1]
 
@@ -126,8 +137,9 @@ class ReplayGate(PairedGate):
     """A paired gate whose pairs come from recordings and whose clock is the pairs' recorded cost."""
 
     def __init__(self, run_alpha: float, judged_cases: int, fail_on_improvement: bool = False,
-                 rule: SequentialRule | None = None) -> None:
+                 rule: SequentialRule | None = None, canary_adjust: bool = False) -> None:
         self.rule = rule or SequentialRule()
+        self.canary_adjust = canary_adjust
         self.alpha = DEFAULT_ALPHA
         self.run_rule = RunLevelRule(run_alpha, judged_cases)
         self.settings = cast(Any, SimpleNamespace(fail_on_improvement=fail_on_improvement))
@@ -150,6 +162,8 @@ class ReplayGate(PairedGate):
         a, b = slowed(next(self._source), self._figures, self._slowdown)
         self.clock += self._cost
         stage.a_first.append(True)
+        stage.canary_a.append(a.get(CANARY, math.nan))
+        stage.canary_b.append(b.get(CANARY, math.nan))
         for t in timed:
             stage.a.setdefault(t.name, []).append(a.get(t.name, math.nan))
             stage.b.setdefault(t.name, []).append(b.get(t.name, math.nan))
@@ -179,9 +193,10 @@ class NightOutcome:
 
 def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: float,
                  slowed_case: str | None = None, slowdown: float = 0.0, block: int = 3,
-                 fail_on_improvement: bool = False) -> NightOutcome:
-    """Every case once, in order, through one :class:`ReplayGate`; ``slowed_case`` made ``slowdown`` worse."""
-    gate = ReplayGate(run_alpha, len(cases), fail_on_improvement)
+                 fail_on_improvement: bool = False, canary_adjust: bool = False) -> NightOutcome:
+    """Every case once, in order, through one :class:`ReplayGate`; ``slowed_case`` made ``slowdown`` worse;
+    ``canary_adjust``: estimates adjusted for the recorded canary (pairs without one are not adjusted)."""
+    gate = ReplayGate(run_alpha, len(cases), fail_on_improvement, canary_adjust=canary_adjust)
     failing = failing_kinds(fail_on_improvement)
     red: list[str] = []
     slowed_kind: str | None = None

@@ -184,3 +184,10 @@ def test_a_bad_pair_budget_is_a_usage_error(tmp_path: Path, value: str) -> None:
     run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-pair-budget", value)
     assert run.returncode == 4, run.output
     run.lines.fnmatch_lines(["ERROR: --dmlbench-pair-budget: *"])
+
+
+def test_a_bad_canary_mode_is_a_usage_error(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_x.py": "def test_x():\n    pass\n"})
+    run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-canary", "sometimes")
+    assert run.returncode == 4, run.output
+    run.lines.fnmatch_lines(["ERROR: --dmlbench-canary: 'sometimes' is not a canary mode; choose one of on, off"])

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.gates.replay import RecordedCase, ReplayGate, load_recorded, replay_night, resampled, slowed
+from pytest_dmlbench.gates.replay import (
+    CANARY,
+    RecordedCase,
+    ReplayGate,
+    load_recorded,
+    replay_night,
+    resampled,
+    slowed,
+)
 
 FIGURES = {"step_time_s": ("s", "lower"), "throughput_samples_per_s": ("samples/s", "higher")}
 
@@ -81,6 +89,31 @@ def test_a_night_reports_the_slowed_case_and_any_other_red() -> None:
     assert night.slowed_kind == "regression" and night.red_cases == ("t.py::test_2",)
 
 
+def _phased_case(seed: int = 0) -> RecordedCase:
+    """A/A pairs whose two blocks met different machine phases (up to 25 % apart), each seen by its canary."""
+    rng = random.Random(seed)
+    run = []
+    for _ in range(24):
+        phase_a, phase_b = rng.uniform(0.8, 1.25), rng.uniform(0.8, 1.25)
+        a, b = 0.01 * phase_a * rng.gauss(1, 0.01), 0.01 * phase_b * rng.gauss(1, 0.01)
+        run.append(({"step_time_s": a, CANARY: 0.003 * phase_a * rng.gauss(1, 0.005)},
+                    {"step_time_s": b, CANARY: 0.003 * phase_b * rng.gauss(1, 0.005)}))
+    return RecordedCase("t.py::test_phased", 4, 10.0, {"step_time_s": ("s", "lower")}, [run], [3.5], 60.0)
+
+
+def test_a_replayed_night_adjusts_for_the_recorded_canary_when_told() -> None:
+    case = _phased_case()
+    plain = ReplayGate(0.01, 1).replay_case(case, random.Random(7))
+    adjusted = ReplayGate(0.01, 1, canary_adjust=True).replay_case(case, random.Random(7))
+    # negative control: without the canary the phases leave the interval wider than the threshold band
+    assert {v.kind for v in plain} == {"inconclusive"}, [v.message for v in plain]
+    assert {v.kind for v in adjusted} == {"unchanged"}, [v.message for v in adjusted]
+    slow = ReplayGate(0.01, 1, canary_adjust=True).replay_case(case, random.Random(7), slowdown=0.2)
+    assert {v.kind for v in slow} == {"regression"}, [v.message for v in slow]  # the canary is never slowed
+    pair = slowed(case.runs[0][0], case.figures, 0.2)
+    assert pair[0][CANARY] == case.runs[0][0][0][CANARY]
+
+
 def test_recorded_pairs_are_read_from_a_results_file(tmp_path: Path) -> None:
     stage = {"a_first": [True, False], "a": {"step_time_s": [0.011, 0.012]}, "b": {"step_time_s": [0.010, 0.012]}}
     results = {"run": {"threshold_pct": 10}, "cases": [
@@ -95,6 +128,10 @@ def test_recorded_pairs_are_read_from_a_results_file(tmp_path: Path) -> None:
     assert recorded.seconds_per_pair == [2.0, 2.0] and recorded.world_size == 4
     assert recorded.threshold_pct == 10.0
     assert load_recorded([path], run_threshold_pct=5.0)["t.py::test_x"].threshold_pct == 5.0  # another run threshold
+    stage["canary"] = {"a": [0.003, 0.004], "b": [0.002, 0.003]}  # recorded since the canary: kept with its pair
+    path.write_text(json.dumps(results))
+    assert load_recorded([path])["t.py::test_x"].runs[0][1] == ({"step_time_s": 0.012, CANARY: 0.004},
+                                                                 {"step_time_s": 0.012, CANARY: 0.003})
     results["cases"][0]["threshold_pct"] = 50  # a case's marker threshold is its own under any run threshold
     path.write_text(json.dumps(results))
     assert load_recorded([path], run_threshold_pct=5.0)["t.py::test_x"].threshold_pct == 50.0

@@ -35,6 +35,7 @@ import pytest
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
+from pytest_dmlbench.gates.paired.canary_adjustment import adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
 from pytest_dmlbench.gates.paired.plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
 from pytest_dmlbench.gates.paired.protocol import BlockAnswer
@@ -57,6 +58,7 @@ from pytest_dmlbench.gates.profile_diff import grown, growth_text
 from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
 from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.wording import Decision, detectable_text, word
+from pytest_dmlbench.measure.canary import bracket, read_canary
 from pytest_dmlbench.measure.op_profile import BlockProfile
 from pytest_dmlbench.results import CaseResult, Direction, MetricResult, Verdict, VerdictKind
 from pytest_dmlbench.results.stats import median
@@ -65,11 +67,15 @@ from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
 @dataclass
 class Stage:
-    """Block medians of one stage, per metric, A and B side by side (one entry per pair)."""
+    """Block medians of one stage, per metric, A and B side by side (one entry per pair), and the canary read
+    beside each block (``measure/canary.py``); ``adjust``: estimates are adjusted for the canary."""
 
     a: dict[str, list[float]] = field(default_factory=dict)
     b: dict[str, list[float]] = field(default_factory=dict)
     a_first: list[bool] = field(default_factory=list)
+    canary_a: list[float] = field(default_factory=list)
+    canary_b: list[float] = field(default_factory=list)
+    adjust: bool = False
 
     @property
     def pairs(self) -> int:
@@ -83,14 +89,23 @@ class Stage:
         return scale == "points" or all(v > 0 for v in values)
 
     def estimate(self, name: str, better: Direction, scale: Scale, alpha: float) -> PairedEstimate | None:
-        values, _ = pair_values(self.a[name], self.b[name], better, scale)
+        """The paired estimate of ``name``: adjusted for the canary when ``adjust`` is set and the adjustment
+        applies (a ratio, every pair usable, every canary read, enough pairs), else the plain one."""
+        values, dropped = pair_values(self.a[name], self.b[name], better, scale)
+        if self.adjust and scale == "ratio" and not dropped:
+            canary = canary_logs(self.canary_a, self.canary_b)
+            adjusted = None if canary is None else adjusted_estimate(values, canary, alpha)
+            if adjusted is not None:
+                return adjusted
         return estimate(values, alpha, scale)
 
     def record(self) -> dict[str, Any]:
-        """The stage's raw evidence for the results file: per pair, which side ran first, and per metric A's
-        and B's block medians (so a decision can be replayed, or re-made with another rule)."""
+        """The stage's raw evidence for the results file: per pair, which side ran first, per metric A's and
+        B's block medians, and the canary beside each side's block (so a decision can be replayed, or re-made
+        with another rule, with or without the canary adjustment)."""
         return {"a_first": list(self.a_first), "a": {k: list(v) for k, v in self.a.items()},
-                "b": {k: list(v) for k, v in self.b.items()}}
+                "b": {k: list(v) for k, v in self.b.items()},
+                "canary": {"a": list(self.canary_a), "b": list(self.canary_b)}}
 
 
 class BlockFailed(Exception):
@@ -147,6 +162,7 @@ class PairedGate:
         self.rule = rule or SequentialRule()
         self.alpha = alpha
         self.budget_s = settings.pair_budget_s
+        self.canary_adjust = settings.canary_adjust
         self.ref = RefProcess(launch)
         self.own = RefProcess(own)  # A's blocks: the working tree's cases in a server like B's
         self.own_cases: dict[str, str] = {}  # case key -> node id in A's block server
@@ -467,12 +483,14 @@ class PairedGate:
     def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed]) -> dict[str, Any]:
         a_first = self.rng.random() < 0.5
         if a_first:
-            a = self._own_block(item, plan)
-            b = self._ref_block(item, plan)
+            a, canary_a = _beside_canary(lambda: self._own_block(item, plan))
+            b, canary_b = _beside_canary(lambda: self._ref_block(item, plan))
         else:
-            b = self._ref_block(item, plan)
-            a = self._own_block(item, plan)
+            b, canary_b = _beside_canary(lambda: self._ref_block(item, plan))
+            a, canary_a = _beside_canary(lambda: self._own_block(item, plan))
         stage.a_first.append(a_first)
+        stage.canary_a.append(canary_a)
+        stage.canary_b.append(canary_b)
         for t in timed:
             stage.a.setdefault(t.name, []).append(median(a.get(t.name, {}).get("samples", [])))
             stage.b.setdefault(t.name, []).append(median(b.get(t.name, {}).get("samples", [])))
@@ -482,7 +500,7 @@ class PairedGate:
                    readings: list[dict[str, Any]], begin: float, judgement: CaseJudgement, alpha: float) -> Stage:
         """Pairs until every metric is clear, the cap, or the budget (never fewer than the minimum, and at
         least one pair: the single-reading figures are read from the pairs)."""
-        stage = Stage()
+        stage = Stage(adjust=self.canary_adjust)
         while True:
             active = [t for t in timed if stage.usable(t.name, t.scale)]
             estimates = [stage.estimate(t.name, t.better, t.scale, alpha) for t in active] if stage.pairs else []
@@ -566,6 +584,13 @@ class PairedGate:
 
 
 CHANGED = frozenset({"regression", "improvement"})
+
+
+def _beside_canary(block: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], float]:
+    """A block's answer, and the canary read just before and just after it (``measure/canary.py``)."""
+    before = read_canary()
+    answer = block()
+    return answer, bracket(before, read_canary())
 
 
 def _apart_or_inconclusive(name: str, better: Direction, kind: VerdictKind, reading: SingleReading,

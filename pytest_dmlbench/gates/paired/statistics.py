@@ -77,6 +77,7 @@ class PairedEstimate:
     ci_low_log: float  # one-sided (1 - alpha) lower bound of mean_log
     ci_high_log: float  # one-sided (1 - alpha) upper bound of mean_log
     scale: Scale = "ratio"  # on "points" the *_log fields hold differences (fraction units), not logs
+    fitted: int = 0  # parameters fitted besides the mean (1: a canary adjustment), each one degree of freedom
 
     @property
     def ratio(self) -> float:
@@ -99,9 +100,10 @@ class PairedEstimate:
         :data:`POWER` at one-sided ``alpha``, given this per-pair noise and ``pairs`` pairs (default: those
         used)."""
         n = self.pairs if pairs is None else pairs
-        if n < 2:
+        df = n - 1 - self.fitted
+        if df < 1:
             return math.inf
-        t_sum = student_t_quantile(1.0 - self.alpha, n - 1) + student_t_quantile(POWER, n - 1)
+        t_sum = student_t_quantile(1.0 - self.alpha, df) + student_t_quantile(POWER, df)
         return _as_pct(t_sum * self.sd_log / math.sqrt(n), self.scale)
 
 
@@ -171,7 +173,7 @@ def in_points(est: PairedEstimate, reference: float) -> PairedEstimate:
         return reference * (1.0 - math.exp(-d))
 
     return PairedEstimate(est.pairs, points(est.mean_log), reference * est.sd_log, est.alpha, est.p_worse,
-                          est.p_better, points(est.ci_low_log), points(est.ci_high_log), "points")
+                          est.p_better, points(est.ci_low_log), points(est.ci_high_log), "points", est.fitted)
 
 
 def threshold_logs(threshold_pct: float, scale: Scale = "ratio") -> tuple[float, float]:
