@@ -6,6 +6,7 @@ The one home of each option's default and validation rule (the command-line tool
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,6 +138,7 @@ class DmlbenchConfig:
     pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
     run_alpha: float = DEFAULT_RUN_ALPHA  # paired gate: the run's chance of a red for nothing (gates/run_level.py)
     canary_adjust: bool = DEFAULT_CANARY == "on"  # paired gate: adjust pairs for the canary's machine phase
+    pin_cores: bool = False  # forked ranks pinned to one core each, rank r of every world on the same core
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
 
 
@@ -240,6 +242,19 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         raise ConfigError("--dmlbench-smoke runs every measurement once, so there is nothing to "
                           f"{'compare with REF' if against is not None else 'save'}: drop --dmlbench-smoke, or "
                           f"{'--dmlbench-against' if against is not None else '--dmlbench-save'}")
+    pin_cores = bool(_value(config, "dmlbench_pin_cores"))
+    launcher_name = "fork" if launcher is None else parse_launcher(launcher)
+    if pin_cores and not hasattr(os, "sched_setaffinity"):
+        raise ConfigError("--dmlbench-pin-cores needs os.sched_setaffinity, which this platform lacks (Linux has "
+                          "it): drop --dmlbench-pin-cores")
+    if pin_cores and launcher_name != "fork":
+        raise ConfigError(f"--dmlbench-pin-cores pins forked rank processes; the {launcher_name} launcher places "
+                          "its ranks itself: drop --dmlbench-pin-cores, or use the fork launcher")
+    stored = (against is None and not _value(config, "dmlbench_no_compare")) or _value(config, "dmlbench_save")
+    if pin_cores and stored:
+        raise ConfigError("--dmlbench-pin-cores changes the figures and stored baselines do not record it: use it "
+                          "with --dmlbench-against (both sides pinned alike), or with --dmlbench-no-compare and "
+                          "without --dmlbench-save")
     return DmlbenchConfig(
         enabled=bool(_value(config, "dmlbench")),
         world_size=DEFAULT_WORLD_SIZE if ws is None else parse_world_size(ws),
@@ -254,12 +269,13 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         plots_dir=Path(plots_dir) if plots_dir else None,
         against=None if against is None else str(against).strip(),
         isolation="persistent" if isolation is None else parse_isolation(isolation),
-        launcher="fork" if launcher is None else parse_launcher(launcher),
+        launcher=launcher_name,
         ray_spread=bool(_value(config, "dmlbench_ray_spread")),
         fail_on_inconclusive=bool(_value(config, "dmlbench_fail_on_inconclusive")),
         pair_budget_s=(DEFAULT_PAIR_BUDGET_S if budget is None
                        else parse_positive_seconds(budget, "--dmlbench-pair-budget")),
         run_alpha=DEFAULT_RUN_ALPHA if run_alpha is None else parse_run_alpha(run_alpha),
         canary_adjust=parse_canary(DEFAULT_CANARY if canary is None else canary),
+        pin_cores=pin_cores,
         smoke=smoke,
     )

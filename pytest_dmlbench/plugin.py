@@ -118,6 +118,9 @@ _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench-no-compare", "dmlbench_no_compare", "do not compare with stored baselines"),
     ("--dmlbench-ray-spread", "dmlbench_ray_spread",
      "with --dmlbench-launcher ray: place a world's ranks on different nodes (SPREAD) instead of packing them"),
+    ("--dmlbench-pin-cores", "dmlbench_pin_cores",
+     "pin each forked rank to one core (rank r of every world, A's and REF's alike, on the same core); with "
+     "--dmlbench-against, or --dmlbench-no-compare without --dmlbench-save"),
     ("--dmlbench-fail-on-improvement", "dmlbench_fail_on_improvement",
      "also fail cases that improved beyond the threshold (catches stale baselines)"),
     ("--dmlbench-smoke", "dmlbench_smoke",
@@ -171,7 +174,7 @@ def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
         return RayEngine(facts, spread=settings.ray_spread)
     from pytest_dmlbench.world.forked import ForkedEngine
 
-    return ForkedEngine(facts)
+    return ForkedEngine(facts, pin_cores=settings.pin_cores)
 
 
 def _check_outputs(settings: DmlbenchConfig) -> None:

@@ -62,9 +62,9 @@ class ForkedEngine:
 
     reports = True
 
-    def __init__(self, facts: RunFacts) -> None:
+    def __init__(self, facts: RunFacts, pin_cores: bool = False) -> None:
         self.registry: CaseRegistry = {}
-        self.pool: WorldPool = WorldPool(lambda: self.registry, facts.threads_per_rank)
+        self.pool: WorldPool = WorldPool(lambda: self.registry, facts.threads_per_rank, pin_cores=pin_cores)
 
     def prepare(self, cases: Sequence[CollectedCase]) -> None:
         """Register the cases and fork the zygote while the process is still free of torch and CUDA."""

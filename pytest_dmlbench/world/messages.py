@@ -21,6 +21,7 @@ class WorldSpec:
     out_dir: str
     threads: int
     init_timeout_s: float
+    pin_cores: bool = False  # each rank on one core of those the zygote may use (world/pinning.py)
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ class WorldPool:
     """Owns the zygote, the worlds and their scratch folder; ``close`` leaves no process behind."""
 
     def __init__(self, registry_factory: Callable[[], CaseRegistry], threads_for: Callable[[int], int],
-                 init_timeout_s: float = 60.0) -> None:
+                 init_timeout_s: float = 60.0, pin_cores: bool = False) -> None:
         self._registry_factory = registry_factory
+        self._pin_cores = pin_cores
         self._threads_for = threads_for
         self._init_timeout_s = init_timeout_s
         self._zygote: ZygoteHandle | None = None
@@ -92,6 +93,7 @@ class WorldPool:
             out_dir=out_dir,
             threads=self._threads_for(world_size),
             init_timeout_s=self._init_timeout_s,
+            pin_cores=self._pin_cores,
         )
         return World(spec, self._zygote)
 

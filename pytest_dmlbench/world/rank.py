@@ -27,6 +27,7 @@ from pytest_dmlbench.world.guard import StateSnapshot, snapshot
 from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
 from pytest_dmlbench.world.master_store import HOST, serve_master_store
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
+from pytest_dmlbench.world.pinning import pin_this_rank, usable_cores
 from pytest_dmlbench.world.registry import CaseRegistry
 from pytest_dmlbench.world.torchrun_env import RankPlace, run_id, torchrun_variables
 
@@ -78,6 +79,8 @@ class RankProcess:
         import torch.distributed as td
 
         start = time.perf_counter()
+        if self.spec.pin_cores:
+            pin_this_rank(self.rank, usable_cores())
         torch.set_num_threads(self.spec.threads)
         if self.spec.backend == "nccl":
             torch.cuda.set_device(self.rank)

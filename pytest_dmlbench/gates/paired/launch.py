@@ -96,6 +96,8 @@ def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
         options += ["--dmlbench-isolation", settings.isolation]
     if settings.ray_spread:
         options += ["--dmlbench-ray-spread"]
+    if settings.pin_cores:
+        options += ["--dmlbench-pin-cores"]
     if config.pluginmanager.hasplugin("xdist"):
         options += ["-n", "0"]
     keyword = getattr(config.option, "keyword", "")
