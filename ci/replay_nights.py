@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--canary", choices=("on", "off"), default="off",
                         help="adjust the pairs for the recorded canary (--dmlbench-canary); pairs recorded "
                         "without one are not adjusted")
+    parser.add_argument("--exclude", action="append", default=[], metavar="TEXT",
+                        help="leave out the cases whose node id contains TEXT (repeatable), e.g. the cases of a "
+                        "recording made before a fix to them; say so wherever the figures are quoted")
     args = parser.parse_args(argv)
     adjust = args.canary == "on"
     try:
@@ -52,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"replay_nights: {exc}", file=sys.stderr)
         return 2
-    cases = sorted(recorded.values(), key=lambda c: c.nodeid)
+    cases = sorted((c for c in recorded.values() if not any(text in c.nodeid for text in args.exclude)),
+                   key=lambda c: c.nodeid)
+    if args.exclude:
+        print(f"left out: {len(recorded) - len(cases)} case(s) matching {', '.join(args.exclude)}")
     rng = random.Random(args.seed)
     runs = {len(c.runs) for c in cases}
     print(f"{len(cases)} cases with recorded pairs from {len(args.results)} file(s) ({min(runs)}-{max(runs)} "

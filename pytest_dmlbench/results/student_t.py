@@ -6,6 +6,7 @@ functions, no I/O.
 
 from __future__ import annotations
 
+import functools
 import math
 
 DEFAULT_ALPHA = 0.01
@@ -42,8 +43,10 @@ def student_t_sf(t: float, df: int) -> float:
     return upper if t >= 0 else 1.0 - upper
 
 
+@functools.lru_cache(maxsize=4096)
 def student_t_quantile(q: float, df: int) -> float:
-    """The ``q`` quantile of Student's t (bisection on the closed-form survival function)."""
+    """The ``q`` quantile of Student's t (bisection on the closed-form survival function; remembered, since
+    the gates ask for a few levels at a few degrees of freedom over and over)."""
     if not 0.0 < q < 1.0:
         raise ValueError(f"quantile level must lie in (0, 1), got {q}")
     if q < 0.5:
