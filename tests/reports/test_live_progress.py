@@ -136,7 +136,7 @@ def test_the_gate_shows_pairs_done_without_flooding_the_log(pytester: pytest.Pyt
 def test_the_paired_gate_reports_each_pair() -> None:
     gate = PairedGate.__new__(PairedGate)  # no REF process: only the stage loop is exercised
     gate.rule, gate.alpha = SequentialRule(), 0.01
-    gate.on_pair = None
+    gate.on_pair, gate.canary_adjust = None, False
     stage_args = (SimpleNamespace(nodeid="t.py::test_x"), None, [], 5.0, [], time.monotonic(), CaseJudgement("x"),
                   0.01)
 
