@@ -26,8 +26,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from pytest_dmlbench.gates.paired.statistics import PairedEstimate
-from pytest_dmlbench.results.student_t import student_t_quantile, student_t_sf
+from pytest_dmlbench.gates.paired.statistics import PairedEstimate, t_test
 
 MIN_ADJUSTED_PAIRS = 8
 """Pairs from which the canary adjustment is used (fewer: the plain paired estimate)."""
@@ -68,13 +67,6 @@ def adjusted_estimate(values: Sequence[float], canary: Sequence[float], alpha: f
     df = n - 2
     s = math.sqrt(sum(r * r for r in residuals) / df)
     se = s * math.sqrt(1.0 / n + c_mean**2 / sxx)
-    if se > 0.0:
-        t = intercept / se
-        p_worse, p_better = student_t_sf(t, df), student_t_sf(-t, df)
-        half = student_t_quantile(1.0 - alpha, df) * se
-    else:
-        p_worse = 0.0 if intercept > 0 else (0.5 if intercept == 0 else 1.0)
-        p_better = 0.0 if intercept < 0 else (0.5 if intercept == 0 else 1.0)
-        half = 0.0
+    p_worse, p_better, half = t_test(intercept, se, df, alpha)
     return PairedEstimate(n, intercept, se * math.sqrt(n), alpha, p_worse, p_better, intercept - half,
                           intercept + half, "ratio", fitted=1)

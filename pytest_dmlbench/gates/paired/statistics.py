@@ -127,16 +127,19 @@ def estimate(values: Sequence[float], alpha: float = DEFAULT_ALPHA, scale: Scale
     mean = statistics.fmean(values)
     sd = statistics.stdev(values)
     se = sd / math.sqrt(n)
+    p_worse, p_better, half = t_test(mean, se, n - 1, alpha)
+    return PairedEstimate(n, mean, sd, alpha, p_worse, p_better, mean - half, mean + half, scale)
+
+
+def t_test(mean: float, se: float, df: int, alpha: float) -> tuple[float, float, float]:
+    """One-sided Student-t p-values of ``mean`` (standard error ``se``, ``df`` degrees of freedom), A worse
+    and A better, and the half-width of the one-sided ``1 - alpha`` bounds. Zero ``se`` gives a zero width:
+    p is 0 on the side ``mean`` lies, 1 on the other, and 0.5 on both when it is exactly 0."""
     if se > 0.0:
         t = mean / se
-        p_worse = student_t_sf(t, n - 1)
-        p_better = student_t_sf(-t, n - 1)
-        half = student_t_quantile(1.0 - alpha, n - 1) * se
-    else:
-        p_worse = 0.0 if mean > 0 else (0.5 if mean == 0 else 1.0)
-        p_better = 0.0 if mean < 0 else (0.5 if mean == 0 else 1.0)
-        half = 0.0
-    return PairedEstimate(n, mean, sd, alpha, p_worse, p_better, mean - half, mean + half, scale)
+        return student_t_sf(t, df), student_t_sf(-t, df), student_t_quantile(1.0 - alpha, df) * se
+    return (0.0 if mean > 0 else (0.5 if mean == 0 else 1.0), 0.0 if mean < 0 else (0.5 if mean == 0 else 1.0),
+            0.0)
 
 
 def difference_of(many: PairedEstimate, one: PairedEstimate, alpha: float | None = None) -> PairedEstimate:
