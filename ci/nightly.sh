@@ -17,9 +17,9 @@
 #                       release tag v*) instead of the last green night (nightly_ref.sh; weekly in the workflow).
 #   DMLBENCH_HISTORY    the nightly history folder (default dmlbench-history; the workflow keeps it in its cache).
 #   DMLBENCH_THRESHOLD  percent, default 10; DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
-#   DMLBENCH_FAIL_ON_INCONCLUSIVE  1 fails a case with a figure no test could judge; 0 (default, until every
-#                       shipped case is testable at world size 4 within its pair budget: ci/README.md) lists
-#                       such figures in the summary without failing.
+#   DMLBENCH_FAIL_ON_INCONCLUSIVE  untestable (default): a case with a figure no test could judge fails;
+#                       all (or 1): a figure a test could not settle within its pair budget fails too; none (or 0):
+#                       inconclusive figures are listed and counted in the summary, failing nothing.
 # Accepting an intended slowdown: a commit after REF whose message has a line "Dmlbench-Accept: <why>" moves
 # REF to that commit, so the night judges only what came after the accepted change.
 set -euo pipefail
@@ -30,9 +30,15 @@ extra=()
 if [[ "${DMLBENCH_FAIL_ON_IMPROVEMENT:-0}" == "1" ]]; then
   extra+=(--dmlbench-fail-on-improvement)
 fi
-if [[ "${DMLBENCH_FAIL_ON_INCONCLUSIVE:-0}" == "1" ]]; then
-  extra+=(--dmlbench-fail-on-inconclusive)
-fi
+case "${DMLBENCH_FAIL_ON_INCONCLUSIVE:-untestable}" in
+  untestable) extra+=(--dmlbench-fail-on-inconclusive=untestable) ;;
+  all | 1) extra+=(--dmlbench-fail-on-inconclusive=all) ;;
+  none | 0) ;;
+  *)
+    echo >&2 "dmlbench: DMLBENCH_FAIL_ON_INCONCLUSIVE=${DMLBENCH_FAIL_ON_INCONCLUSIVE} is not one of untestable, all (1), none (0)"
+    exit 2
+    ;;
+esac
 against="$(bash "$(dirname "$0")/nightly_ref.sh")"
 echo "dmlbench: gating against $against"
 set -x

@@ -110,6 +110,12 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-canary", "dmlbench_canary", {"metavar": "{on,off}"},
      "with --dmlbench-against: on adjusts every block pair for the machine's speed, read by a fixed canary "
      f"timed beside each block; off records the canary in the results only (default {DEFAULT_CANARY})"),
+    ("--dmlbench-fail-on-inconclusive", "dmlbench_fail_on_inconclusive",
+     {"metavar": "{untestable,all}", "nargs": "?", "const": "all"},
+     "also fail cases with inconclusive figures: untestable, those no test could judge (too few rounds, one "
+     "reading, no saved run-to-run noise, figures REF cannot re-measure); all (the flag alone), also those "
+     "a test could not settle (a pair budget spent while the interval straddled the threshold, overlapping "
+     "single readings, validations not judged)"),
 ]
 SHORT_FORMS = {"--dmlbench-world-size": ("--world-size",)}  # the one option users type most, kept short
 _FLAGS: list[tuple[str, str, str]] = [
@@ -126,9 +132,6 @@ _FLAGS: list[tuple[str, str, str]] = [
     ("--dmlbench-smoke", "dmlbench_smoke",
      "run every case once, each measurement for one round, and judge and save nothing: checks that the "
      "suite runs, in a fraction of its time"),
-    ("--dmlbench-fail-on-inconclusive", "dmlbench_fail_on_inconclusive",
-     "also fail cases with a figure no test could judge (too few rounds, one reading, no saved run-to-run "
-     "noise, figures REF cannot re-measure)"),
 ]
 
 
@@ -425,7 +428,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     first = run.ranks[0].outcome
     if not run.unmatched and len(statuses) == 1 and first is not None and all(r.outcome for r in run.ranks):
         if first.status == "not_judged":
-            fail = pyfuncitem.config.stash[CONFIG_KEY].fail_on_inconclusive
+            fail = pyfuncitem.config.stash[CONFIG_KEY].fail_on_inconclusive == "all"  # a test ran, unsettled
             report_not_judged(pyfuncitem, first.message, fail=fail)
         if first.status == "skipped":
             pytest.skip(first.message)

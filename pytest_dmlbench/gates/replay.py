@@ -30,7 +30,7 @@ from pytest_dmlbench.gates.paired.plan import BlockPlan
 from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.run_level import RunLevelRule
 from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
-from pytest_dmlbench.gates.wording import failing_kinds
+from pytest_dmlbench.gates.wording import fails
 from pytest_dmlbench.results import Direction, MetricResult, Verdict
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
@@ -197,12 +197,11 @@ def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: f
     """Every case once, in order, through one :class:`ReplayGate`; ``slowed_case`` made ``slowdown`` worse;
     ``canary_adjust``: estimates adjusted for the recorded canary (pairs without one are not adjusted)."""
     gate = ReplayGate(run_alpha, len(cases), fail_on_improvement, canary_adjust=canary_adjust)
-    failing = failing_kinds(fail_on_improvement)
     red: list[str] = []
     slowed_kind: str | None = None
     for case in cases:
         verdicts = gate.replay_case(case, rng, slowdown if case.nodeid == slowed_case else 0.0, block)
-        if any(v.kind in failing for v in verdicts):
+        if any(fails(v, fail_on_improvement) for v in verdicts):
             red.append(case.nodeid)
         if case.nodeid == slowed_case:
             kinds = {v.kind for v in verdicts}

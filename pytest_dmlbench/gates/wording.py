@@ -13,7 +13,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pytest_dmlbench.results import Direction, Verdict, VerdictKind
+from pytest_dmlbench.config import InconclusiveScope
+from pytest_dmlbench.results import Direction, InconclusiveCause, Verdict, VerdictKind
 from pytest_dmlbench.results.units import format_quantity
 
 _LEADS: dict[str, str] = {
@@ -23,6 +24,7 @@ _LEADS: dict[str, str] = {
     "inconclusive": "inconclusive (not tested)",
     "new": "new",
 }
+_UNSETTLED_LEAD = "inconclusive (tested, not settled)"
 
 
 def direction_words(unit: str, better: Direction) -> tuple[str, str]:
@@ -79,7 +81,8 @@ class Decision:
     """A decided verdict, not yet worded: what was compared, the kind, and what it rested on.
 
     ``evidence`` says what the test found (or, for ``inconclusive`` and ``new``, why no test ran);
-    ``remedy`` is the command line shown under a failing verdict.
+    ``remedy`` is the command line shown under a failing verdict; ``cause``, for an inconclusive verdict,
+    whether a test ran (``unsettled``) or none could (``untestable``, the default).
     """
 
     metric: str
@@ -96,20 +99,25 @@ class Decision:
     between_runs_p: float | None = None
     runs: int = 1
     remedy: str = ""
+    cause: InconclusiveCause | None = None
 
 
 def word(decision: Decision) -> Verdict:
     """The verdict of ``decision``, with its one message and change text."""
     d = decision
     change = change_text(d.reference, d.current, d.better, d.unit)
-    lead = f"{d.metric} {_LEADS[d.kind]} against {d.against}"
+    cause: InconclusiveCause | None = None
+    if d.kind == "inconclusive":
+        cause = d.cause or "untestable"
+    stated = _UNSETTLED_LEAD if cause == "unsettled" else _LEADS[d.kind]
+    lead = f"{d.metric} {stated} against {d.against}"
     if d.kind == "new":
         message = f"{lead}: {d.evidence} (current {format_quantity(d.current, d.unit)})"
     else:
         figures = f"{format_quantity(d.reference, d.unit)} -> {format_quantity(d.current, d.unit)}"
         message = f"{lead}: {figures}" + (f", {change}" if change else "")
         message += f"; {threshold_text(d.threshold_pct, d.unit)}; {d.evidence}"
-        if d.kind == "unchanged" and d.detectable_pct is not None:
+        if (d.kind == "unchanged" or cause == "unsettled") and d.detectable_pct is not None:
             message += f"; smallest change this test could detect: {detectable_text(d.detectable_pct, d.unit)}"
     if d.remedy:
         message += f".\n{d.remedy}"
@@ -120,24 +128,26 @@ def word(decision: Decision) -> Verdict:
         else:
             ratio = 1.0 if d.current == 0.0 else math.copysign(math.inf, d.current)
     return Verdict(d.metric, d.kind, d.reference, d.current, ratio, d.threshold_pct, d.p_value, message,
-                   d.between_runs_p, d.runs, change, d.detectable_pct)
+                   d.between_runs_p, d.runs, change, d.detectable_pct, cause)
 
 
-def failing_kinds(fail_on_improvement: bool = False, fail_on_inconclusive: bool = False) -> frozenset[str]:
-    """The verdict kinds that fail an item: regressions; improvements and inconclusive ones when asked."""
-    failing = {"regression"}
-    if fail_on_improvement:
-        failing.add("improvement")
-    if fail_on_inconclusive:
-        failing.add("inconclusive")
-    return frozenset(failing)
+def fails(verdict: Verdict, fail_on_improvement: bool = False,
+          fail_on_inconclusive: InconclusiveScope = "none") -> bool:
+    """Whether ``verdict`` fails its item: a regression always; an improvement when asked; an inconclusive
+    verdict when the scope takes it in (``untestable``: only those no test could judge; ``all``)."""
+    if verdict.kind == "regression":
+        return True
+    if verdict.kind == "improvement":
+        return fail_on_improvement
+    if verdict.kind == "inconclusive":
+        return fail_on_inconclusive == "all" or (fail_on_inconclusive == "untestable" and verdict.untestable)
+    return False
 
 
 def failing_verdicts(verdicts: Iterable[Verdict], fail_on_improvement: bool = False,
-                     fail_on_inconclusive: bool = False) -> list[Verdict]:
-    """The verdicts of ``verdicts`` that fail an item (:func:`failing_kinds`)."""
-    failing = failing_kinds(fail_on_improvement, fail_on_inconclusive)
-    return [v for v in verdicts if v.kind in failing]
+                     fail_on_inconclusive: InconclusiveScope = "none") -> list[Verdict]:
+    """The verdicts of ``verdicts`` that fail an item (:func:`fails`)."""
+    return [v for v in verdicts if fails(v, fail_on_improvement, fail_on_inconclusive)]
 
 
 def failure_text(verdicts: Sequence[Verdict]) -> str:

@@ -38,7 +38,10 @@ def headline(run: RunResults) -> tuple[str, str]:
     if failed:
         return "bad", f"{len(failed)} case(s) did not pass"
     if "inconclusive" in kinds:
-        return "warn", f"no regression; {kinds.count('inconclusive')} figure(s) could not be judged"
+        untestable = sum(1 for case in run.cases for v in case.verdicts if v.untestable)
+        unsettled = kinds.count("inconclusive") - untestable
+        return "warn", (f"no regression; {kinds.count('inconclusive')} figure(s) inconclusive: {untestable} "
+                        f"untestable (no test could run), {unsettled} unsettled (tested, not settled)")
     if kinds:
         return "good", "no regression"
     return "none", "not compared with a baseline: no verdicts"

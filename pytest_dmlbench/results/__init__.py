@@ -35,6 +35,12 @@ VERDICT_KINDS: tuple[VerdictKind, ...] = ("regression", "improvement", "inconclu
 CHANGE_KINDS: frozenset[VerdictKind] = frozenset({"regression", "improvement"})
 # What every view names and explains: the changes, and the figures no test could judge.
 NOTABLE_KINDS: frozenset[VerdictKind] = CHANGE_KINDS | {"inconclusive"}
+InconclusiveCause = Literal["untestable", "unsettled"]
+# Why a figure is inconclusive: "untestable", no test could run (too few blocks, one reading, no finite or
+# no positive samples, a unit that changed, a figure REF cannot re-measure, no saved run-to-run noise);
+# "unsettled", a test ran and could not settle the threshold either way (a pair budget spent while the
+# interval still straddled it, single readings whose blocks overlap): the verdict states what it found.
+INCONCLUSIVE_CAUSES: tuple[InconclusiveCause, ...] = ("untestable", "unsettled")
 
 
 @dataclass(frozen=True)
@@ -167,9 +173,15 @@ class Verdict:
     baseline_runs: int = 1
     change: str = ""  # the worded change ("+18.8 % slower"), the same text in every view
     detectable_pct: float | None = None  # smallest change the test could have detected (unchanged verdicts)
+    cause: InconclusiveCause | None = None  # inconclusive verdicts only: untestable or unsettled
+
+    @property
+    def untestable(self) -> bool:
+        """An inconclusive verdict on which no test could run (older files, without a cause, read so)."""
+        return self.kind == "inconclusive" and self.cause != "unsettled"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "metric": self.metric,
             "kind": self.kind,
             "baseline_median": _json_float(self.baseline_median),
@@ -183,6 +195,9 @@ class Verdict:
             "detectable_pct": _json_float(self.detectable_pct),
             "message": self.message,
         }
+        if self.kind == "inconclusive":
+            data["inconclusive_cause"] = "untestable" if self.untestable else "unsettled"
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
@@ -199,7 +214,17 @@ class Verdict:
             baseline_runs=int(data.get("baseline_runs", 1)),
             change=str(data.get("change", "")),
             detectable_pct=_optional_float(data.get("detectable_pct")),
+            cause=_cause(data.get("inconclusive_cause")),
         )
+
+
+def _cause(value: Any) -> InconclusiveCause | None:
+    if value is None:
+        return None
+    for cause in INCONCLUSIVE_CAUSES:
+        if value == cause:
+            return cause
+    raise ValueError(f"verdict: 'inconclusive_cause' must be one of {', '.join(INCONCLUSIVE_CAUSES)}, got {value!r}")
 
 
 @dataclass

@@ -78,7 +78,8 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
         if v.kind in NOTABLE_KINDS
     ]
     for nodeid, verdict in notable:
-        lines += [f"### {verdict.kind}: `{nodeid}` {verdict.metric}", "", "```", verdict.message, "```", ""]
+        kind = f"{verdict.kind} ({verdict.cause or 'untestable'})" if verdict.kind == "inconclusive" else verdict.kind
+        lines += [f"### {kind}: `{nodeid}` {verdict.metric}", "", "```", verdict.message, "```", ""]
     return "\n".join(lines)
 
 

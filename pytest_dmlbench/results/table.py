@@ -10,6 +10,7 @@ verdict; the terminal layout that fits these rows to a width is :mod:`pytest_dml
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.results import (
@@ -118,11 +119,20 @@ def verdict_counts(results: RunResults) -> str:
     """``verdicts on 9 figures of 3 cases: 2 regression, 3 new, 4 unchanged`` (empty when nothing was judged):
     verdicts are per figure, and pytest counts cases, so both counts are named."""
     judged = [case for case in results.cases if case.verdicts]
-    kinds: list[str] = [v.kind for case in judged for v in case.verdicts]
+    verdicts = [v for case in judged for v in case.verdicts]
+    kinds: list[str] = [v.kind for v in verdicts]
     if not kinds:
         return ""
-    parts = ", ".join(f"{kinds.count(k)} {k}" for k in VERDICT_KINDS if kinds.count(k))
+    parts = ", ".join(f"{kinds.count(k)} {k}" + (inconclusive_split(verdicts) if k == "inconclusive" else "")
+                      for k in VERDICT_KINDS if kinds.count(k))
     return f"verdicts on {len(kinds)} figure(s) of {len(judged)} case(s): {parts}"
+
+
+def inconclusive_split(verdicts: Sequence[Verdict]) -> str:
+    """`` (2 untestable, 1 unsettled)``: the inconclusive verdicts of ``verdicts`` by cause, counted apart."""
+    untestable = sum(1 for v in verdicts if v.untestable)
+    unsettled = sum(1 for v in verdicts if v.kind == "inconclusive") - untestable
+    return f" ({untestable} untestable, {unsettled} unsettled)"
 
 
 def case_counts(results: RunResults) -> str:

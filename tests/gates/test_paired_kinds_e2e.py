@@ -173,9 +173,26 @@ def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_ask
     noisy = found["test_noisy"]["time_to_accuracy_s"]
     assert noisy["kind"] == "inconclusive", noisy  # the budget stops at the minimum of 4 pairs, still unclear
     assert "over 4 block pairs" in str(noisy["message"]) and "pair budget of 0.001 s was spent" in str(noisy["message"])
+    # a test ran over 4 pairs and could not settle the threshold: unsettled, not untestable
+    assert noisy["inconclusive_cause"] == "unsettled"
+    assert "smallest change this test could detect" in str(noisy["message"])
+    untestable_only, _ = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001",
+                                "--dmlbench-fail-on-inconclusive=untestable")
+    assert untestable_only.returncode == 0, untestable_only.output  # type: ignore[attr-defined]
+    untestable_only.lines.fnmatch_lines(["*1 inconclusive (0 untestable, 1 unsettled)*"])  # type: ignore[attr-defined]
     strict, _ = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001", "--dmlbench-fail-on-inconclusive")
     assert strict.returncode == 1, strict.output  # type: ignore[attr-defined]
-    strict.lines.fnmatch_lines(["*time_to_accuracy_s inconclusive (not tested) against REF HEAD*"])  # type: ignore[attr-defined]
+    strict.lines.fnmatch_lines(["*time_to_accuracy_s inconclusive (tested, not settled) against REF HEAD*"])  # type: ignore[attr-defined]
+
+
+def test_an_untestable_figure_fails_under_the_untestable_scope(tmp_path: Path) -> None:
+    repo = project(tmp_path / "repo")
+    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace('UNIT = "s"', 'UNIT = "ms"'))
+    run, found = paired(repo, "-k", "test_unit", "--dmlbench-fail-on-inconclusive=untestable")
+    assert run.returncode == 1, run.output  # type: ignore[attr-defined]
+    unit = found["test_unit"]["my_time"]
+    assert unit["kind"] == "inconclusive" and unit["inconclusive_cause"] == "untestable", unit
+    run.lines.fnmatch_lines(["*my_time inconclusive (not tested) against REF HEAD*unit changed*"])  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon"])

@@ -45,6 +45,12 @@ def test_too_few_rounds_is_inconclusive_and_fails_only_with_the_option(tmp_path:
     run.lines.fnmatch_lines(["inconclusive  test_cases.py::test_step[[]7[]]", "*inconclusive step_time_s: x* slower"])
     run.lines.fnmatch_lines(["FAILED test_cases.py::test_step[[]10[]]*"])
     assert "FAILED test_cases.py::test_step[7]" not in run.output
+    assert found["test_step[7]"]["inconclusive_cause"] == "untestable"
     strict = run_pytest(tmp_path, "--dmlbench", "--dmlbench-fail-on-inconclusive", "-k", "7", CASE_SLOW="5")
     assert strict.returncode == 1, strict.output
     strict.lines.fnmatch_lines(["FAILED test_cases.py::test_step[[]7[]]*"])
+    # no test could run on it, so the nightly's scope (untestable figures only) fails it too
+    untestable = run_pytest(tmp_path, "--dmlbench", "--dmlbench-fail-on-inconclusive=untestable", "-k", "7",
+                            CASE_SLOW="5")
+    assert untestable.returncode == 1, untestable.output
+    untestable.lines.fnmatch_lines(["FAILED test_cases.py::test_step[[]7[]]*"])

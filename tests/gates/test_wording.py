@@ -7,6 +7,7 @@ import math
 import pytest
 
 from pytest_dmlbench.gates.wording import Decision, change_text, failing_verdicts, failure_text, word
+from pytest_dmlbench.results import Verdict
 
 
 @pytest.mark.parametrize(("reference", "current", "better", "unit", "expected"), [
@@ -72,5 +73,31 @@ def test_which_kinds_fail() -> None:
     verdicts = [word(_decision(k)) for k in ("regression", "improvement", "inconclusive", "new", "unchanged")]
     assert [v.kind for v in failing_verdicts(verdicts)] == ["regression"]
     assert [v.kind for v in failing_verdicts(verdicts, fail_on_improvement=True)] == ["regression", "improvement"]
-    assert [v.kind for v in failing_verdicts(verdicts, fail_on_inconclusive=True)] == ["regression", "inconclusive"]
+    assert [v.kind for v in failing_verdicts(verdicts, fail_on_inconclusive="all")] == ["regression", "inconclusive"]
     assert failure_text(failing_verdicts(verdicts)) == verdicts[0].message
+
+
+def test_the_inconclusive_scope_fails_untestable_figures_alone_or_every_inconclusive_one() -> None:
+    untestable = word(_decision("inconclusive"))
+    unsettled = word(_decision("inconclusive", cause="unsettled", detectable_pct=14.0))
+    verdicts = [untestable, unsettled, word(_decision("unchanged"))]
+    assert failing_verdicts(verdicts, fail_on_inconclusive="none") == []
+    assert failing_verdicts(verdicts, fail_on_inconclusive="untestable") == [untestable]
+    assert failing_verdicts(verdicts, fail_on_inconclusive="all") == [untestable, unsettled]
+    # negative control: without its cause the unsettled verdict would read (and fail) as untestable
+    assert failing_verdicts([word(_decision("inconclusive", detectable_pct=14.0))], fail_on_inconclusive="untestable")
+
+
+def test_an_unsettled_verdict_says_a_test_ran_and_what_it_could_detect() -> None:
+    unsettled = word(_decision("inconclusive", cause="unsettled", detectable_pct=14.0))
+    assert unsettled.message.startswith("step_time_s inconclusive (tested, not settled) against REF main (abc): ")
+    assert unsettled.message.endswith("smallest change this test could detect: 14.0 %"), unsettled.message
+    assert unsettled.cause == "unsettled" and not unsettled.untestable
+    untestable = word(_decision("inconclusive", detectable_pct=14.0))
+    assert "(not tested)" in untestable.message and "smallest change" not in untestable.message
+    assert untestable.cause == "untestable" and untestable.untestable
+    for verdict in (unsettled, untestable):  # the cause survives the results JSON
+        data = verdict.to_dict()
+        assert data["inconclusive_cause"] == verdict.cause
+        assert Verdict.from_dict(data) == verdict
+    assert "inconclusive_cause" not in word(_decision("unchanged")).to_dict()

@@ -60,7 +60,7 @@ from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.wording import Decision, detectable_text, word
 from pytest_dmlbench.measure.canary import bracket, read_canary
 from pytest_dmlbench.measure.op_profile import BlockProfile
-from pytest_dmlbench.results import CaseResult, Direction, MetricResult, Verdict, VerdictKind
+from pytest_dmlbench.results import CaseResult, Direction, InconclusiveCause, MetricResult, Verdict, VerdictKind
 from pytest_dmlbench.results.stats import median
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
@@ -414,7 +414,8 @@ class PairedGate:
                              "(--dmlbench-pair-budget, or the case's pair_budget=, raises it)")
             p = shown.p_better if kind == "improvement" else shown.p_worse
             verdicts.append(self._decision(item, metric, kind, b_value, a_value, threshold, evidence, p_value=p,
-                                           detectable_pct=shown.detectable_pct(), runs=decisive.pairs))
+                                           detectable_pct=shown.detectable_pct(), runs=decisive.pairs,
+                                           cause="unsettled" if kind == "inconclusive" else None))
         return verdicts
 
     def _note_first_stage(self, item: JudgedItem, first: Stage, timed: Sequence[Timed]) -> None:
@@ -555,7 +556,8 @@ class PairedGate:
                          "the threshold (--dmlbench-pair-budget, or the case's pair_budget=, raises it)")
         p = est.p_better if kind == "improvement" else est.p_worse
         return self._decision(item, metric, kind, b_med, a_med, threshold, evidence, p_value=p,
-                              detectable_pct=est.detectable_pct(), runs=decisive.pairs)
+                              detectable_pct=est.detectable_pct(), runs=decisive.pairs,
+                              cause="unsettled" if kind == "inconclusive" else None)
 
     def _single_verdicts(self, item: JudgedItem, directed: dict[str, MetricResult],
                          readings: list[dict[str, Any]], threshold: float) -> list[Verdict]:
@@ -576,10 +578,16 @@ class PairedGate:
             kind: VerdictKind = reading.kind() if finite else "inconclusive"
             evidence = (f"a single-reading figure, compared exactly (median over {len(readings)} blocks each side), "
                         "no statistical test")
+            if not finite:
+                sides = "one side" if math.isfinite(reading.a) or math.isfinite(reading.b) else "both sides"
+                evidence = (f"a single-reading figure whose median over {len(readings)} blocks is not finite on "
+                            f"{sides}: nothing to compare")
+            cause: InconclusiveCause | None = None if finite else "untestable"
             if kind in CHANGED:
                 kind, evidence = _apart_or_inconclusive(name, metric.better, kind, reading, readings)
+                cause = "unsettled" if kind == "inconclusive" else None  # the order test ran: readings overlap
             verdicts.append(self._decision(item, metric, kind, reading.b, reading.a, threshold, evidence,
-                                           detectable_pct=0.0 if kind == "unchanged" else None))
+                                           detectable_pct=0.0 if kind == "unchanged" else None, cause=cause))
         return verdicts
 
 
