@@ -146,3 +146,19 @@ def test_a_file_without_recorded_pairs_is_refused_by_name(tmp_path: Path) -> Non
     broken.write_text("{")
     with pytest.raises(ValueError, match=re.escape("broken.json: not a readable results file")):
         load_recorded([broken])
+
+
+def _deterministic_case() -> RecordedCase:
+    """A seeded training's accuracy: every block of either side reads the same value."""
+    run = [({"accuracy": 0.86}, {"accuracy": 0.86}) for _ in range(8)]
+    return RecordedCase("t.py::test_seeded", 4, 10.0, {"accuracy": ("fraction", "higher")}, [run], [1.0], 60.0)
+
+
+def test_a_figure_that_reads_exactly_alike_ends_its_stage_at_two_pairs_and_a_changed_one_does_not() -> None:
+    unchanged = ReplayGate(0.01, 1).replay_case(_deterministic_case(), random.Random(3))
+    assert [v.kind for v in unchanged] == ["unchanged"], [v.message for v in unchanged]
+    assert "over 2 block pairs" in unchanged[0].message, unchanged[0].message
+    # negative control: the same figure made worse is tested on the ordinary minimum and fails
+    worse = ReplayGate(0.01, 1).replay_case(_deterministic_case(), random.Random(3), slowdown=0.2)
+    assert [v.kind for v in worse] == ["regression"], [v.message for v in worse]
+    assert "over 2 block pairs" not in worse[0].message, worse[0].message

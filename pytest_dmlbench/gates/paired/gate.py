@@ -507,6 +507,13 @@ class PairedGate:
             estimates = [stage.estimate(t.name, t.better, t.scale, alpha) for t in active] if stage.pairs else []
             if stage.pairs and not timed:
                 return stage
+            if self.rule.settled_exactly([stage.a[t.name] + stage.b[t.name] for t in timed if t.name in stage.a],
+                                         _single_block_readings(readings[len(readings) - stage.pairs:]),
+                                         stage.pairs):
+                judgement.notes.append(f"every tested figure read exactly alike in all {2 * stage.pairs} blocks of "
+                                       f"a stage of {stage.pairs} pairs, and no single reading set the sides "
+                                       "apart: the stage ended before its minimum")
+                return stage
             if not self.rule.wants_more(estimates, threshold, stage.pairs):
                 return stage
             if stage.pairs >= self.rule.min_pairs and self._now() - begin > judgement.budget_s:
@@ -599,6 +606,13 @@ def _beside_canary(block: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any],
     before = read_canary()
     answer = block()
     return answer, bracket(before, read_canary())
+
+
+def _single_block_readings(readings: Sequence[dict[str, Any]]) -> list[tuple[list[float], list[float]]]:
+    """Per single-reading figure the blocks recorded, A's and B's block medians (empty where a side lacks it)."""
+    names = sorted({n for r in readings for side in ("a", "b") for n in r[side] if n in SINGLE_READING_METRICS})
+    return [([median(r["a"][n]["samples"]) for r in readings if r["a"].get(n, {}).get("samples")],
+             [median(r["b"][n]["samples"]) for r in readings if r["b"].get(n, {}).get("samples")]) for n in names]
 
 
 def _apart_or_inconclusive(name: str, better: Direction, kind: VerdictKind, reading: SingleReading,

@@ -218,6 +218,7 @@ class SequentialRule:
     min_pairs: int = 4
     max_pairs: int = 24
     confirm: bool = True
+    exact_pairs: int = 2  # a stage whose figures all read exactly alike may end here (:meth:`settled_exactly`)
 
     def __post_init__(self) -> None:
         if not 2 <= self.min_pairs <= self.max_pairs:
@@ -231,6 +232,21 @@ class SequentialRule:
         if pairs >= self.max_pairs:
             return False
         return any(est is None or not is_clear(est, threshold_pct) for est in estimates)
+
+    def settled_exactly(self, tested: Sequence[Sequence[float]],
+                        single: Sequence[tuple[Sequence[float], Sequence[float]]], pairs: int) -> bool:
+        """Whether a stage of ``pairs`` pairs may end before ``min_pairs``: at least ``exact_pairs`` pairs, every
+        tested figure's block medians (``tested``: A's and B's of one figure together) exactly one finite
+        value (a deterministic figure, such as a seeded training's accuracy: more pairs cannot move its
+        zero difference and zero spread), and every single-reading figure's block readings (``single``: A's,
+        B's) overlapping between the sides (more blocks only widen the ranges, so none could set them apart).
+        """
+        if pairs < self.exact_pairs or pairs >= self.min_pairs or not tested:
+            return False
+        one_value = all(values and math.isfinite(values[0]) and all(v == values[0] for v in values)
+                        for values in tested)
+        overlapping = all(a and b and max(a) >= min(b) and max(b) >= min(a) for a, b in single)
+        return one_value and overlapping
 
 
 @dataclass(frozen=True)

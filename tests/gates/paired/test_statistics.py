@@ -205,3 +205,19 @@ def test_a_fraction_in_points_keeps_the_test_and_maps_the_interval() -> None:
     assert points.mean_log == pytest.approx(0.9 * (1 - math.exp(-est.mean_log)))  # about 45 pp worse
     assert points.ci_low_log < points.mean_log < points.ci_high_log
     assert judge(points, 10.0) == "regression"
+
+
+def test_a_stage_of_figures_that_read_exactly_alike_may_end_at_two_pairs() -> None:
+    rule = SequentialRule(min_pairs=4, max_pairs=10)
+    accuracy = [0.86] * 4  # A's and B's block medians of one deterministic figure, 2 pairs
+    overlapping = ([380.1, 382.0], [381.0, 379.5])  # peak memory: A's and B's block readings
+    assert rule.settled_exactly([accuracy], [overlapping], 2)
+    assert rule.settled_exactly([accuracy, [3.0] * 4], [], 3)
+    # negative controls: each condition alone keeps the stage going
+    assert not rule.settled_exactly([accuracy], [overlapping], 1)  # fewer than exact_pairs
+    assert not rule.settled_exactly([accuracy], [overlapping], 4)  # the ordinary rule decides from the minimum on
+    assert not rule.settled_exactly([[0.86, 0.86, 0.86, 0.85]], [], 2)  # one block differs: a real test is due
+    assert not rule.settled_exactly([[math.nan] * 4], [], 2)
+    assert not rule.settled_exactly([accuracy], [([400.0, 401.0], [380.0, 381.0])], 2)  # sides apart so far
+    assert not rule.settled_exactly([accuracy], [([400.0], [])], 2)
+    assert not rule.settled_exactly([], [overlapping], 2)  # nothing tested
