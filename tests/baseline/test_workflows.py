@@ -111,6 +111,14 @@ def test_refresh_workflow_saves_baselines_and_proposes_them() -> None:
 
 def _nightly_ref(tmp_path: Path, baselines: dict[str, str], **env: str) -> str:
     """Run ci/nightly.sh in a real two-commit repository with a stand-in ``pytest`` that prints its REF."""
+    done = _nightly(tmp_path, baselines, **env)
+    assert done.returncode == 0, done.stderr
+    return next(line for line in done.stdout.splitlines() if line.startswith("REF="))[4:]
+
+
+def _nightly(tmp_path: Path, baselines: dict[str, str], **env: str) -> subprocess.CompletedProcess[str]:
+    """ci/nightly.sh in a real two-commit repository, with a stand-in ``pytest`` that prints its REF and
+    its arguments (``ARGS=...``)."""
     repo = tmp_path / "repo"
     repo.mkdir(parents=True)
     ident = ["-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "-c", "commit.gpgsign=false"]
@@ -124,14 +132,30 @@ def _nightly_ref(tmp_path: Path, baselines: dict[str, str], **env: str) -> str:
         (repo / "baselines" / "m" / name).write_text(text)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stand_in = '#!/bin/sh\nwhile [ "$1" != "--dmlbench-against" ]; do shift; done\necho "REF=$2"\n'
+    stand_in = ('#!/bin/sh\necho "ARGS=$*"\nwhile [ "$1" != "--dmlbench-against" ]; do shift; done\n'
+                'echo "REF=$2"\n')
     (bin_dir / "pytest").write_text(stand_in)
     (bin_dir / "pytest").chmod(0o755)
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("DMLBENCH_")}
     full_env = {**inherited, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
-    done = subprocess.run(["bash", str(REPO / "ci" / "nightly.sh")], cwd=repo, env=full_env, capture_output=True,
-                          text=True, check=True)
-    return next(line for line in done.stdout.splitlines() if line.startswith("REF="))[4:]
+    return subprocess.run(["bash", str(REPO / "ci" / "nightly.sh")], cwd=repo, env=full_env, capture_output=True,
+                          text=True, check=False)
+
+
+def test_the_nightly_fails_untestable_figures_by_default_and_takes_the_scope_from_its_variable(
+        tmp_path: Path) -> None:
+    def args(name: str, **env: str) -> str:
+        done = _nightly(tmp_path / name, {}, DMLBENCH_AGAINST="HEAD~1", **env)
+        assert done.returncode == 0, done.stderr
+        return next(line for line in done.stdout.splitlines() if line.startswith("ARGS="))
+
+    assert "--dmlbench-fail-on-inconclusive=untestable" in args("default")
+    assert "--dmlbench-fail-on-inconclusive=all" in args("all", DMLBENCH_FAIL_ON_INCONCLUSIVE="all")
+    assert "--dmlbench-fail-on-inconclusive=all" in args("one", DMLBENCH_FAIL_ON_INCONCLUSIVE="1")
+    assert "--dmlbench-fail-on-inconclusive" not in args("none", DMLBENCH_FAIL_ON_INCONCLUSIVE="none")
+    assert "--dmlbench-fail-on-inconclusive" not in args("zero", DMLBENCH_FAIL_ON_INCONCLUSIVE="0")
+    bad = _nightly(tmp_path / "bad", {}, DMLBENCH_AGAINST="HEAD~1", DMLBENCH_FAIL_ON_INCONCLUSIVE="maybe")
+    assert bad.returncode == 2 and "DMLBENCH_FAIL_ON_INCONCLUSIVE=maybe is not one of untestable" in bad.stderr
 
 
 def test_nightly_chooses_its_ref(tmp_path: Path) -> None:
