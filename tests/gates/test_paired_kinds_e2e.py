@@ -24,6 +24,7 @@ LIB_REF = """
     UNIT = "s"
     FIRST_CALLS_SLOW = 1.0
     NOISE_PHASE = 1.0
+    ACCURACY = 1.0
 
     def in_process_step():
         time.sleep(0.002 * IN_PROCESS_SLOW)
@@ -58,6 +59,10 @@ CASES = """
             samples.append(time.perf_counter() - begin)
         (tmp_path / "samples.txt").write_text(str(samples))
         dmlbench_metrics.record("dispatch_overhead_s", samples)
+
+    def test_seeded_accuracy(dmlbench_metrics):
+        # a deterministic figure (a seeded training's accuracy): every block of either side reads one value
+        dmlbench_metrics.record("accuracy", [lib.ACCURACY])
 
     @pytest.mark.dmlbench(world_size=2, threshold=50)
     def test_one_reading(dist, dmlbench):
@@ -147,13 +152,16 @@ def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_
     # in-process figures are re-measured on REF too
     in_process = found["test_in_process"]["dispatch_overhead_s"]
     assert in_process["kind"] == "unchanged" and "block pairs" in str(in_process["message"]), in_process
+    # a figure that reads exactly alike in every block ends its stage at 2 pairs, not the minimum of 4
+    seeded = found["test_seeded_accuracy"]["accuracy"]
+    assert seeded["kind"] == "unchanged" and "over 2 block pairs" in str(seeded["message"]), seeded
     # REF records the figure in s, the working tree in ms: not comparable, and said so
     unit = found["test_unit"]["my_time"]
     assert unit["kind"] == "inconclusive" and "unit changed from 's' (REF) to 'ms'" in str(unit["message"]), unit
 
 
 def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path) -> None:
-    repo = project(tmp_path / "repo", IN_PROCESS_SLOW="5.0", READING="30.0", FIRST_CALLS_SLOW="5.0")
+    repo = project(tmp_path / "repo", IN_PROCESS_SLOW="5.0", READING="30.0", FIRST_CALLS_SLOW="5.0", ACCURACY="0.7")
     # the confirmation is given every pair the first stage had: slow throughout this time
     lib = (repo / "lib.py").read_text()
     (repo / "lib.py").write_text(lib.replace("if calls <= 12 + 7 + 4 * 7", "if calls <= 10**9"))
@@ -161,6 +169,8 @@ def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path)
     assert run.returncode == 1, run.output  # type: ignore[attr-defined]
     assert found["test_in_process"]["dispatch_overhead_s"]["kind"] == "regression"  # a 5x in-process slowdown
     assert found["test_one_reading"]["time_to_accuracy_s"]["kind"] == "regression"  # 3x a one-reading figure
+    seeded = found["test_seeded_accuracy"]["accuracy"]  # a deterministic figure 30 pp worse: tested in full
+    assert seeded["kind"] == "regression" and "over 2 block pairs" not in str(seeded["message"]), seeded
     confirmed = found["test_first_stage_only"]["step_time_s"]
     assert confirmed["kind"] == "regression" and "confirmed yes" in str(confirmed["message"])
     run.lines.fnmatch_lines(["*dispatch_overhead_s regressed against REF HEAD (*): * ms -> * ms, x* slower*"])  # type: ignore[attr-defined]
