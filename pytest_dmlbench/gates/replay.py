@@ -15,6 +15,7 @@ replayed with the canary adjustment on or off.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import random
@@ -74,14 +75,16 @@ def _pairs_of(stages: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list
 
 def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
                   run_threshold_pct: float | None = None) -> dict[str, RecordedCase]:
-    """Every case with recorded block pairs in the results files ``paths`` (paired runs), pooled by node id.
+    """Every case with recorded block pairs in the results files ``paths`` (paired runs; ``.gz`` ones are read
+    through gzip, as the recordings kept in ``ci/recordings/`` are), pooled by node id.
     ``run_threshold_pct`` replays under another run threshold (``--dmlbench-threshold``) than each file's own;
     a case's marker threshold stays. ValueError names a file that is not a paired run's results."""
     cases: dict[str, RecordedCase] = {}
     for path in paths:
         try:
-            document = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
+            raw = Path(path).read_bytes()
+            document = json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
+        except (OSError, ValueError, EOFError) as exc:
             raise ValueError(f"{path}: not a readable results file ({exc})") from None
         run_threshold = run_threshold_pct or (document.get("run") or {}).get("threshold_pct") or default_threshold_pct
         found = 0

@@ -3,6 +3,7 @@ gate's own decision on recorded pairs."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
@@ -128,6 +129,12 @@ def test_recorded_pairs_are_read_from_a_results_file(tmp_path: Path) -> None:
     assert recorded.seconds_per_pair == [2.0, 2.0] and recorded.world_size == 4
     assert recorded.threshold_pct == 10.0
     assert load_recorded([path], run_threshold_pct=5.0)["t.py::test_x"].threshold_pct == 5.0  # another run threshold
+    packed = tmp_path / "night.json.gz"  # a kept recording, compressed: read the same
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert load_recorded([packed])["t.py::test_x"].runs == load_recorded([path])["t.py::test_x"].runs
+    packed.write_bytes(path.read_bytes()[:40])  # negative control: a file that is no gzip is named
+    with pytest.raises(ValueError, match=re.escape("night.json.gz: not a readable results file")):
+        load_recorded([packed])
     stage["canary"] = {"a": [0.003, 0.004], "b": [0.002, 0.003]}  # recorded since the canary: kept with its pair
     path.write_text(json.dumps(results))
     assert load_recorded([path])["t.py::test_x"].runs[0][1] == ({"step_time_s": 0.012, CANARY: 0.004},
