@@ -31,8 +31,8 @@ if [[ "${DMLBENCH_FAIL_ON_IMPROVEMENT:-0}" == "1" ]]; then
   extra+=(--dmlbench-fail-on-improvement)
 fi
 case "${DMLBENCH_FAIL_ON_INCONCLUSIVE:-untestable}" in
-  untestable) extra+=(--dmlbench-fail-on-inconclusive=untestable) ;;
-  all | 1) extra+=(--dmlbench-fail-on-inconclusive=all) ;;
+  untestable) extra+=(--dmlbench-fail-on-untestable) ;;
+  all | 1) extra+=(--dmlbench-fail-on-inconclusive) ;;
   none | 0) ;;
   *)
     echo >&2 "dmlbench: DMLBENCH_FAIL_ON_INCONCLUSIVE=${DMLBENCH_FAIL_ON_INCONCLUSIVE} is not one of untestable, all (1), none (0)"

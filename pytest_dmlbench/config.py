@@ -21,11 +21,10 @@ ISOLATIONS = ("persistent", "fresh")
 LAUNCHERS = ("fork", "ray", "simulated")
 CANARY_MODES = ("on", "off")
 InconclusiveScope = Literal["none", "untestable", "all"]
-"""Which inconclusive verdicts fail an item (``--dmlbench-fail-on-inconclusive``): none; the untestable
-ones (no test could run); or all, the unsettled ones too (a test ran and could not settle the threshold)."""
+"""Which inconclusive verdicts fail an item: none; the untestable ones, no test could run
+(``--dmlbench-fail-on-untestable``); or all, the unsettled ones too, a test ran and could not settle the
+threshold (``--dmlbench-fail-on-inconclusive``)."""
 INCONCLUSIVE_SCOPES: tuple[InconclusiveScope, ...] = ("none", "untestable", "all")
-_SCOPE_WORDS = {"true": "all", "1": "all", "yes": "all", "on": "all", "false": "none", "0": "none", "no": "none",
-                "off": "none"}  # the ini file's boolean spellings of the option's earlier, flag-only form
 DEFAULT_CANARY = "off"  # the paired gate's canary adjustment (gates/paired/canary_adjustment.py); see ci/README.md
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
@@ -114,15 +113,6 @@ def parse_run_alpha(value: Any, source: str = "--dmlbench-run-alpha") -> float:
 def parse_canary(value: Any, source: str = "--dmlbench-canary") -> bool:
     """on (adjust block pairs for the machine's phase read by the canary) or off (record it only)."""
     return _choice(value, CANARY_MODES, "a canary mode", source) == "on"
-
-
-def parse_inconclusive_scope(value: Any, source: str = "--dmlbench-fail-on-inconclusive") -> InconclusiveScope:
-    """none, untestable or all (the flag alone means all; true/false as in an ini file mean all/none)."""
-    if isinstance(value, bool):
-        return "all" if value else "none"
-    text = _SCOPE_WORDS.get(str(value).strip().lower(), value)
-    scope = _choice(text, INCONCLUSIVE_SCOPES, "a scope of inconclusive verdicts to fail", source)
-    return "all" if scope == "all" else ("untestable" if scope == "untestable" else "none")
 
 
 def parse_isolation(value: Any, source: str = "--dmlbench-isolation") -> str:
@@ -253,7 +243,8 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     run_alpha = _value(config, "dmlbench_run_alpha")
     canary = _value(config, "dmlbench_canary")
     smoke = bool(_value(config, "dmlbench_smoke"))
-    inconclusive = _value(config, "dmlbench_fail_on_inconclusive")
+    scope: InconclusiveScope = ("all" if _value(config, "dmlbench_fail_on_inconclusive")
+                                else "untestable" if _value(config, "dmlbench_fail_on_untestable") else "none")
     if smoke and (against is not None or _value(config, "dmlbench_save")):
         raise ConfigError("--dmlbench-smoke runs every measurement once, so there is nothing to "
                           f"{'compare with REF' if against is not None else 'save'}: drop --dmlbench-smoke, or "
@@ -287,7 +278,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         isolation="persistent" if isolation is None else parse_isolation(isolation),
         launcher=launcher_name,
         ray_spread=bool(_value(config, "dmlbench_ray_spread")),
-        fail_on_inconclusive=("none" if inconclusive is None else parse_inconclusive_scope(inconclusive)),
+        fail_on_inconclusive=scope,
         pair_budget_s=(DEFAULT_PAIR_BUDGET_S if budget is None
                        else parse_positive_seconds(budget, "--dmlbench-pair-budget")),
         run_alpha=DEFAULT_RUN_ALPHA if run_alpha is None else parse_run_alpha(run_alpha),

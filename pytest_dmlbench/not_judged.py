@@ -2,8 +2,8 @@
 
 A case body raises :class:`~pytest_dmlbench.errors.NotJudged` when its measurement is too uncertain to
 tell a pass from a miss. The item is then skipped with the reason ``not judged: ...`` (failed under
-``--dmlbench-fail-on-inconclusive``, whose bare form is ``=all``: a validation that ran and could not settle is
-unsettled, not untestable), and the run's summary lists every such item under its own heading.
+``--dmlbench-fail-on-inconclusive``; not under ``--dmlbench-fail-on-untestable``: a validation that ran and
+could not settle is unsettled, not untestable), and the run's summary lists every such item under its own heading.
 The reason travels in the report's user properties, so the list is complete under pytest-xdist too.
 """
 
@@ -41,4 +41,4 @@ class NotJudgedLedger:
         for nodeid, reason in self.items:
             terminalreporter.write_line(f"{nodeid}: {reason}")
         terminalreporter.write_line("(each ran but could not tell a pass from a miss; "
-                                    "--dmlbench-fail-on-inconclusive=all fails them)")
+                                    "--dmlbench-fail-on-inconclusive fails them)")

@@ -110,12 +110,6 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-canary", "dmlbench_canary", {"metavar": "{on,off}"},
      "with --dmlbench-against: on adjusts every block pair for the machine's speed, read by a fixed canary "
      f"timed beside each block; off records the canary in the results only (default {DEFAULT_CANARY})"),
-    ("--dmlbench-fail-on-inconclusive", "dmlbench_fail_on_inconclusive",
-     {"metavar": "{untestable,all}", "nargs": "?", "const": "all"},
-     "also fail cases with inconclusive figures: untestable, those no test could judge (too few rounds, one "
-     "reading, no saved run-to-run noise, figures REF cannot re-measure); all (the flag alone), also those "
-     "a test could not settle (a pair budget spent while the interval straddled the threshold, overlapping "
-     "single readings, validations not judged)"),
 ]
 SHORT_FORMS = {"--dmlbench-world-size": ("--world-size",)}  # the one option users type most, kept short
 _FLAGS: list[tuple[str, str, str]] = [
@@ -129,6 +123,13 @@ _FLAGS: list[tuple[str, str, str]] = [
      "--dmlbench-against, or --dmlbench-no-compare without --dmlbench-save"),
     ("--dmlbench-fail-on-improvement", "dmlbench_fail_on_improvement",
      "also fail cases that improved beyond the threshold (catches stale baselines)"),
+    ("--dmlbench-fail-on-untestable", "dmlbench_fail_on_untestable",
+     "also fail cases with an untestable figure, one no test could judge (too few rounds, one reading, no saved "
+     "run-to-run noise, a unit that changed, figures REF cannot re-measure); unsettled ones are listed"),
+    ("--dmlbench-fail-on-inconclusive", "dmlbench_fail_on_inconclusive",
+     "also fail cases with any inconclusive figure: untestable ones, and unsettled ones, which a test could not "
+     "settle (a pair budget spent while the interval straddled the threshold, overlapping single readings, "
+     "validations not judged)"),
     ("--dmlbench-smoke", "dmlbench_smoke",
      "run every case once, each measurement for one round, and judge and save nothing: checks that the "
      "suite runs, in a fraction of its time"),

@@ -1,35 +1,32 @@
-"""``--dmlbench-fail-on-inconclusive[=untestable|all]``: which inconclusive verdicts fail their item."""
+"""``--dmlbench-fail-on-untestable`` and ``--dmlbench-fail-on-inconclusive``: which inconclusive verdicts fail."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.config import parse_inconclusive_scope
-from pytest_dmlbench.errors import ConfigError
 from tests.conftest import run_pytest, write_files
 
+CONFTEST = """
+    def pytest_sessionstart(session):
+        from pytest_dmlbench.stash_keys import CONFIG_KEY
+        print("SCOPE=" + session.config.stash[CONFIG_KEY].fail_on_inconclusive)
+"""
 
-@pytest.mark.parametrize(("value", "scope"), [
-    ("all", "all"), (" Untestable ", "untestable"), ("none", "none"),
-    # the ini file's boolean spellings of the option's earlier, flag-only form keep their meaning
-    ("true", "all"), ("1", "all"), ("false", "none"), ("0", "none"), (True, "all"), (False, "none"),
+
+@pytest.mark.parametrize(("args", "ini", "scope"), [
+    ((), "", "none"),
+    (("--dmlbench-fail-on-untestable",), "", "untestable"),
+    (("--dmlbench-fail-on-inconclusive",), "", "all"),
+    (("--dmlbench-fail-on-untestable", "--dmlbench-fail-on-inconclusive"), "", "all"),  # the wider one wins
+    ((), "dmlbench_fail_on_untestable = true\n", "untestable"),
+    ((), "dmlbench_fail_on_inconclusive = true\n", "all"),
 ])
-def test_each_spelling_reads_as_its_scope(value: object, scope: str) -> None:
-    assert parse_inconclusive_scope(value) == scope
-
-
-def test_a_bad_scope_names_the_choices() -> None:
-    with pytest.raises(ConfigError, match=re.escape("--dmlbench-fail-on-inconclusive: 'some' is not a scope of "
-                                                    "inconclusive verdicts to fail; choose one of none, untestable, "
-                                                    "all")):
-        parse_inconclusive_scope("some")
-
-
-def test_a_bad_scope_on_the_command_line_is_a_usage_error(tmp_path: Path) -> None:
-    write_files(tmp_path, **{"test_x.py": "def test_x():\n    pass\n"})
-    run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-fail-on-inconclusive=some")
-    assert run.returncode == 4, run.output
-    run.lines.fnmatch_lines(["ERROR: --dmlbench-fail-on-inconclusive: 'some' is not a scope*"])
+def test_each_flag_sets_its_scope(tmp_path: Path, args: tuple[str, ...], ini: str, scope: str) -> None:
+    write_files(tmp_path, **{"conftest.py": CONFTEST, "test_x.py": "def test_x():\n    pass\n",
+                             "pytest.ini": f"[pytest]\n{ini}"})
+    # a path right after the flag is still a path: the flags take no value
+    run = run_pytest(tmp_path, "--dmlbench", "-s", *args, "test_x.py")
+    assert run.returncode == 0, run.output
+    run.lines.fnmatch_lines([f"SCOPE={scope}", "*1 passed*"])

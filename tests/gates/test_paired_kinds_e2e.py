@@ -187,7 +187,7 @@ def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_ask
     assert noisy["inconclusive_cause"] == "unsettled"
     assert "smallest change this test could detect" in str(noisy["message"])
     untestable_only, _ = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001",
-                                "--dmlbench-fail-on-inconclusive=untestable")
+                                "--dmlbench-fail-on-untestable")
     assert untestable_only.returncode == 0, untestable_only.output  # type: ignore[attr-defined]
     untestable_only.lines.fnmatch_lines(["*1 inconclusive (0 untestable, 1 unsettled)*"])  # type: ignore[attr-defined]
     strict, _ = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001", "--dmlbench-fail-on-inconclusive")
@@ -198,7 +198,7 @@ def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_ask
 def test_an_untestable_figure_fails_under_the_untestable_scope(tmp_path: Path) -> None:
     repo = project(tmp_path / "repo")
     (repo / "lib.py").write_text((repo / "lib.py").read_text().replace('UNIT = "s"', 'UNIT = "ms"'))
-    run, found = paired(repo, "-k", "test_unit", "--dmlbench-fail-on-inconclusive=untestable")
+    run, found = paired(repo, "-k", "test_unit", "--dmlbench-fail-on-untestable")
     assert run.returncode == 1, run.output  # type: ignore[attr-defined]
     unit = found["test_unit"]["my_time"]
     assert unit["kind"] == "inconclusive" and unit["inconclusive_cause"] == "untestable", unit

@@ -50,7 +50,7 @@ def test_too_few_rounds_is_inconclusive_and_fails_only_with_the_option(tmp_path:
     assert strict.returncode == 1, strict.output
     strict.lines.fnmatch_lines(["FAILED test_cases.py::test_step[[]7[]]*"])
     # no test could run on it, so the nightly's scope (untestable figures only) fails it too
-    untestable = run_pytest(tmp_path, "--dmlbench", "--dmlbench-fail-on-inconclusive=untestable", "-k", "7",
+    untestable = run_pytest(tmp_path, "--dmlbench", "--dmlbench-fail-on-untestable", "-k", "7",
                             CASE_SLOW="5")
     assert untestable.returncode == 1, untestable.output
     untestable.lines.fnmatch_lines(["FAILED test_cases.py::test_step[[]7[]]*"])
