@@ -5,7 +5,8 @@ runs are kept), so repeated saves measure the machine's run-to-run noise. Once t
 least :data:`MIN_RUNS` runs), a save whose figure is a regression or an improvement by the full rule (an
 intended change being accepted) starts the history afresh, so medians of old code do not widen the noise
 estimate of new code. Before that, saves always append: on a noisy machine two single runs often differ
-"significantly", and restarting on every such pair would never let a history form.
+"significantly", and restarting on every such pair would never let a history form. An inconclusive
+comparison (a figure too short to test) appends too: nothing was accepted.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 
 from pytest_dmlbench.gates.stored.between_runs import HISTORY_RUNS
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_metric
-from pytest_dmlbench.results import CaseResult, MetricResult
+from pytest_dmlbench.results import CHANGE_KINDS, CaseResult, MetricResult
 
 
 def carried_history(previous: MetricResult | None, current: MetricResult, threshold_pct: float,
@@ -26,7 +27,7 @@ def carried_history(previous: MetricResult | None, current: MetricResult, thresh
     if math.isnan(previous_median):
         return []
     verdict = compare_metric(previous, current, threshold_pct, alpha)
-    if verdict is not None and verdict.between_runs_p is not None and verdict.kind != "unchanged":
+    if verdict is not None and verdict.between_runs_p is not None and verdict.kind in CHANGE_KINDS:
         return []  # a change beyond the known run-to-run noise was accepted: its history starts here
     return [*previous.history, previous_median][-(HISTORY_RUNS - 1):]
 

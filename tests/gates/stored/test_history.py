@@ -69,3 +69,10 @@ def test_replacing_an_unreadable_baseline_warns_that_its_history_is_lost(tmp_pat
     with pytest.warns(BaselineWarning, match="replaced an unreadable baseline; its run history starts over"):
         keeper(tmp_path, save=True).process(case)
     assert stored_history(tmp_path) == [] and "run history starts over" in case.extra["notes"][0]
+
+
+def test_a_figure_too_short_to_test_keeps_building_its_history(tmp_path: Path) -> None:
+    # 4 rounds: one block, so every save's comparison is inconclusive (untestable), never an accepted change
+    for seed in range(4):
+        keeper(tmp_path, save=True).process(make_case(NODE, 0.010, rounds=4, seed=seed))
+    assert len(stored_history(tmp_path)) == 3  # (an accepted change still starts afresh: the test above)
