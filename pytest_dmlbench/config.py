@@ -24,7 +24,6 @@ InconclusiveScope = Literal["none", "untestable", "all"]
 """Which inconclusive verdicts fail an item: none; the untestable ones, no test could run
 (``--dmlbench-fail-on-untestable``); or all, the unsettled ones too, a test ran and could not settle the
 threshold (``--dmlbench-fail-on-inconclusive``)."""
-INCONCLUSIVE_SCOPES: tuple[InconclusiveScope, ...] = ("none", "untestable", "all")
 DEFAULT_CANARY = "off"  # the paired gate's canary adjustment (gates/paired/canary_adjustment.py); see ci/README.md
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0

@@ -7,7 +7,7 @@ import html
 from datetime import datetime
 
 from pytest_dmlbench.results import RunResults, Verdict
-from pytest_dmlbench.results.table import ordered_cases, verdict_counts
+from pytest_dmlbench.results.table import inconclusive_counts, ordered_cases, verdict_counts
 
 NOTABLE_ORDER = ("regression", "inconclusive", "improvement")
 """The order the report lists notable verdicts in: what needs action first."""
@@ -38,8 +38,7 @@ def headline(run: RunResults) -> tuple[str, str]:
     if failed:
         return "bad", f"{len(failed)} case(s) did not pass"
     if "inconclusive" in kinds:
-        untestable = sum(1 for case in run.cases for v in case.verdicts if v.untestable)
-        unsettled = kinds.count("inconclusive") - untestable
+        untestable, unsettled = inconclusive_counts(v for case in run.cases for v in case.verdicts)
         return "warn", (f"no regression; {kinds.count('inconclusive')} figure(s) inconclusive: {untestable} "
                         f"untestable (no test could run), {unsettled} unsettled (tested, not settled)")
     if kinds:

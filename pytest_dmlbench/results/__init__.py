@@ -176,9 +176,16 @@ class Verdict:
     cause: InconclusiveCause | None = None  # inconclusive verdicts only: untestable or unsettled
 
     @property
+    def inconclusive_cause(self) -> InconclusiveCause | None:
+        """Why an inconclusive verdict is so (older files, without a cause, read as untestable); None otherwise."""
+        if self.kind != "inconclusive":
+            return None
+        return "unsettled" if self.cause == "unsettled" else "untestable"
+
+    @property
     def untestable(self) -> bool:
-        """An inconclusive verdict on which no test could run (older files, without a cause, read so)."""
-        return self.kind == "inconclusive" and self.cause != "unsettled"
+        """An inconclusive verdict on which no test could run."""
+        return self.inconclusive_cause == "untestable"
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -195,8 +202,8 @@ class Verdict:
             "detectable_pct": _json_float(self.detectable_pct),
             "message": self.message,
         }
-        if self.kind == "inconclusive":
-            data["inconclusive_cause"] = "untestable" if self.untestable else "unsettled"
+        if self.inconclusive_cause is not None:
+            data["inconclusive_cause"] = self.inconclusive_cause
         return data
 
     @classmethod

@@ -78,7 +78,8 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
         if v.kind in NOTABLE_KINDS
     ]
     for nodeid, verdict in notable:
-        kind = f"{verdict.kind} ({verdict.cause or 'untestable'})" if verdict.kind == "inconclusive" else verdict.kind
+        cause = verdict.inconclusive_cause
+        kind = f"{verdict.kind} ({cause})" if cause is not None else verdict.kind
         lines += [f"### {kind}: `{nodeid}` {verdict.metric}", "", "```", verdict.message, "```", ""]
     return "\n".join(lines)
 

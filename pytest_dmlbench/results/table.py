@@ -10,7 +10,7 @@ verdict; the terminal layout that fits these rows to a width is :mod:`pytest_dml
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.results import (
@@ -128,10 +128,15 @@ def verdict_counts(results: RunResults) -> str:
     return f"verdicts on {len(kinds)} figure(s) of {len(judged)} case(s): {parts}"
 
 
+def inconclusive_counts(verdicts: Iterable[Verdict]) -> tuple[int, int]:
+    """How many of ``verdicts`` are inconclusive as untestable, and how many as unsettled."""
+    causes = [v.inconclusive_cause for v in verdicts]
+    return causes.count("untestable"), causes.count("unsettled")
+
+
 def inconclusive_split(verdicts: Sequence[Verdict]) -> str:
     """`` (2 untestable, 1 unsettled)``: the inconclusive verdicts of ``verdicts`` by cause, counted apart."""
-    untestable = sum(1 for v in verdicts if v.untestable)
-    unsettled = sum(1 for v in verdicts if v.kind == "inconclusive") - untestable
+    untestable, unsettled = inconclusive_counts(verdicts)
     return f" ({untestable} untestable, {unsettled} unsettled)"
 
 
