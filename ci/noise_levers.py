@@ -1,20 +1,29 @@
 """Per-pair noise of the paired gate with each noise lever on and off, measured side by side in one run.
 
 Builds the live check's temporary repository (``ci/suite_live_check.py``: ``--cases`` compute cases, a
-comment-only commit over a base) and runs A/A paired sessions of it (``--dmlbench-against <base>``),
-alternating the settings in a random order per iteration, so that the machine's slow phases fall on both:
+comment-only commit over a base) and runs A/A paired sessions of it (``--dmlbench-against <base>``), one
+per setting and iteration, the settings in a random order per iteration, so that the machine's slow phases
+fall on all of them:
 
-* ``pinned``: ``--dmlbench-pin-cores`` on or off (ranks of both sides on the same cores);
-* ``canary``: every stage of every session estimated plain and adjusted for the canary read beside each
-  block (``--dmlbench-canary``), from the same pairs (no extra session needed).
+* ``base``: the defaults (blocks of 0.2 s, 2 untimed rounds before each block, ranks not pinned);
+* ``pinned``: ``--dmlbench-pin-cores`` (ranks of both sides on the same cores);
+* ``long-blocks``: ``--dmlbench-block-seconds 0.6`` (three times the measured time per block);
+* ``no-warmup`` / ``long-warmup``: ``--dmlbench-block-warmup 0`` / ``10``.
+
+Two levers need no session of their own; every stage of every session is estimated three ways from the
+same pairs: plain, adjusted for the canary read beside each block (``--dmlbench-canary``), and adjusted for
+the block order (which side ran first in each pair, drawn at random: the intercept of the log ratios on the
+order, the estimate of a balanced order).
 
 Sessions run at ``--threshold`` (default 2 %) so that stages take up to 24 pairs: the figures here are the
-noise of a pair, not verdicts. Printed per world size and pinning setting: stages, the median per-pair
-noise (sd of the log ratio, %) of all stages, and over the stages of at least 8 pairs the median noise plain
-and canary-adjusted and the median smallest detectable change both ways.
+noise of a pair, not verdicts. Printed per world size and setting: stages, the median per-pair noise (sd of
+the log ratio, %) over all stages, the median seconds per pair, and the noise per second of pairs
+(noise x sqrt(seconds per pair): what decides the pairs a budget buys, so longer blocks are compared
+fairly); over the stages of at least 8 pairs, the median noise plain, canary-adjusted and order-adjusted.
 
-    python ci/noise_levers.py                                  # world sizes 2 and 4, 2 iterations
-    python ci/noise_levers.py --world-sizes 4 --iterations 1 --cases 6
+    python ci/noise_levers.py                                        # every setting, world sizes 2 and 4
+    python ci/noise_levers.py --world-sizes 4 --settings base long-blocks no-warmup --iterations 2
+    python ci/noise_levers.py --summarize noise_levers.json
 """
 
 from __future__ import annotations
@@ -31,52 +40,85 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from canary_noise import stage_rows
 from paired_detection_quality import git, pytest_run
 from suite_live_check import build_repo
 
-from pytest_dmlbench.gates.paired.statistics import log_ratios
+from pytest_dmlbench.gates.paired.canary_adjustment import MIN_ADJUSTED_PAIRS, adjusted_estimate, canary_logs
+from pytest_dmlbench.gates.paired.statistics import estimate, log_ratios
+from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
+
+SETTINGS: dict[str, list[str]] = {
+    "base": [],
+    "pinned": ["--dmlbench-pin-cores"],
+    "long-blocks": ["--dmlbench-block-seconds", "0.6"],
+    "no-warmup": ["--dmlbench-block-warmup", "0"],
+    "long-warmup": ["--dmlbench-block-warmup", "10"],
+}
+METRIC = "step_time_s"
 
 
-def plain_noise(document: dict[str, Any]) -> list[float]:
-    """The per-pair noise (%) of ``step_time_s`` in every stage of at least 4 pairs."""
-    noise = []
+def stage_noise(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per stage of ``step_time_s`` with at least 4 usable pairs: its pairs, the plain per-pair noise (%), the
+    seconds per pair of its case and, from 8 pairs, the noise adjusted for the canary and for the order."""
+    rows = []
     for case in document.get("cases", []):
-        for stage in ((case.get("extra") or {}).get("paired") or {}).get("block_medians") or []:
-            a, b = stage.get("a", {}).get("step_time_s"), stage.get("b", {}).get("step_time_s")
+        paired = (case.get("extra") or {}).get("paired") or {}
+        total_pairs = sum(paired.get("pairs_per_stage") or [])
+        pair_s = paired.get("seconds", math.nan) / total_pairs if total_pairs else math.nan
+        for stage in paired.get("block_medians") or []:
+            a, b = stage.get("a", {}).get(METRIC), stage.get("b", {}).get(METRIC)
             if not a or not b:
                 continue
             values, dropped = log_ratios(a, b, "lower")
-            if not dropped and len(values) >= 4:
-                noise.append(100.0 * (math.exp(statistics.stdev(values)) - 1.0))
-    return noise
+            if dropped or len(values) < 4:
+                continue
+            plain = estimate(values, DEFAULT_ALPHA)
+            if plain is None:
+                continue
+            row: dict[str, Any] = {"pairs": len(values), "plain": plain.noise_pct, "pair_s": pair_s}
+            if len(values) >= MIN_ADJUSTED_PAIRS:
+                canary = stage.get("canary") or {}
+                c = canary_logs(canary.get("a", []), canary.get("b", []))
+                by_canary = None if c is None else adjusted_estimate(values, c, DEFAULT_ALPHA)
+                order = [0.5 if first else -0.5 for first in stage.get("a_first", [])]
+                by_order = adjusted_estimate(values, order, DEFAULT_ALPHA) if len(order) == len(values) else None
+                row["canary"] = None if by_canary is None else by_canary.noise_pct
+                row["order"] = None if by_order is None else by_order.noise_pct
+            rows.append(row)
+    return rows
+
+
+def _setting(session: dict[str, Any]) -> str:
+    """A session's setting (files written before the settings were named had a ``pinned`` flag)."""
+    return session.get("setting") or ("pinned" if session.get("pinned") else "base")
 
 
 def summarize(report: dict[str, Any]) -> None:
     for ws, sessions in report["world_sizes"].items():
-        for pinned in (False, True):
-            mine = [s for s in sessions if s["pinned"] == pinned]
-            if not mine:
+        for setting in SETTINGS:
+            mine = [s for s in sessions if _setting(s) == setting]
+            rows = [r for s in mine for r in s.get("stages", [])]
+            if not rows:
                 continue
-            noise = [n for s in mine for n in s["plain_noise"]]
-            rows = [r for s in mine for r in s["rows"] if r["metric"] == "step_time_s"]
-            setting = f"world size {ws}, pinned {'on' if pinned else 'off'}: {len(mine)} sessions"
-            line = (f"{setting}, {len(noise)} stages, per-pair noise median {statistics.median(noise):.2f} %"
-                    if noise else f"{setting}, no stages")
-            if rows:
-                def med(key: str, rows: list[dict[str, Any]] = rows) -> float:
-                    return statistics.median(r[key] for r in rows)
-                line += (f"; {len(rows)} stages of 8+ pairs: noise plain {med('plain_noise'):.2f} %, canary-adjusted "
-                         f"{med('adjusted_noise'):.2f} %; detectable plain {med('plain_detectable'):.2f} %, adjusted "
-                         f"{med('adjusted_detectable'):.2f} %")
+            noise = statistics.median(r["plain"] for r in rows)
+            pair_s = statistics.median(r["pair_s"] for r in rows if math.isfinite(r["pair_s"]))
+            line = (f"world size {ws}, {setting}: {len(mine)} sessions, {len(rows)} stages, per-pair noise median "
+                    f"{noise:.2f} %, {pair_s:.2f} s a pair, noise per second of pairs {noise * math.sqrt(pair_s):.2f}")
+            long = [r for r in rows if r.get("canary") is not None and r.get("order") is not None]
+            if long:
+                def med(key: str, rows: list[dict[str, Any]] = long) -> float:
+                    return float(statistics.median(r[key] for r in rows))
+                line += (f"; {len(long)} stages of {MIN_ADJUSTED_PAIRS}+ pairs: plain {med('plain'):.2f} %, "
+                         f"canary-adjusted {med('canary'):.2f} %, order-adjusted {med('order'):.2f} %")
             print(line)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--iterations", type=int, default=2, help="sessions per setting and world size")
-    parser.add_argument("--cases", type=int, default=12)
+    parser.add_argument("--cases", type=int, default=8)
     parser.add_argument("--threshold", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=Path("noise_levers.json").resolve())
     parser.add_argument("--summarize", type=Path, metavar="JSON", help="only summarise a JSON this script wrote")
@@ -95,20 +137,20 @@ def main() -> None:
             sessions: list[dict[str, Any]] = []
             report["world_sizes"][str(ws)] = sessions
             for index in range(args.iterations):
-                settings = [False, True]
-                random.shuffle(settings)
-                for pinned in settings:
-                    out = tmp / f"ws{ws}-{index}-{'pinned' if pinned else 'loose'}.json"
+                order = list(args.settings)
+                random.shuffle(order)
+                for setting in order:
+                    out = tmp / f"ws{ws}-{index}-{setting}.json"
                     command = ["--dmlbench", "--world-size", str(ws), "--dmlbench-against", commits["base"],
-                               "--dmlbench-threshold", f"{args.threshold:g}", "--dmlbench-json", str(out)]
-                    wall, rc, text = pytest_run(repo, command + (["--dmlbench-pin-cores"] if pinned else []))
+                               "--dmlbench-threshold", f"{args.threshold:g}", "--dmlbench-json", str(out),
+                               *SETTINGS[setting]]
+                    wall, rc, text = pytest_run(repo, command)
                     if not out.exists():
-                        raise SystemExit(f"session wrote no results (exit {rc}):\n{text[-3000:]}")
-                    document = json.loads(out.read_text())
-                    sessions.append({"pinned": pinned, "index": index, "exit": rc, "wall_s": wall,
-                                     "plain_noise": plain_noise(document), "rows": stage_rows(document)})
-                    print(f"ws{ws} pinned {'on' if pinned else 'off'} session {index + 1}/{args.iterations}: "
-                          f"exit {rc}, {wall:.0f} s", flush=True)
+                        raise SystemExit(f"session {setting} wrote no results (exit {rc}):\n{text[-3000:]}")
+                    sessions.append({"setting": setting, "index": index, "exit": rc, "wall_s": wall,
+                                     "stages": stage_noise(json.loads(out.read_text()))})
+                    print(f"ws{ws} {setting} session {index + 1}/{args.iterations}: exit {rc}, {wall:.0f} s",
+                          flush=True)
                     args.out.write_text(json.dumps(report, indent=1))
     summarize(report)
     print(f"written {args.out}")

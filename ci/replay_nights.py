@@ -8,8 +8,11 @@ once with pairs resampled from the recordings (moving blocks of consecutive pair
 
 - false reds: the share of nights with any failing case when nothing changed (target: at most 1 %);
 - per injected slowdown, per world size: the share of nights in which one case made that much slower is
-  caught (a regression verdict), over cases drawn from those that record ``step_time_s``, and the share in
-  which some *other* case turned red beside it.
+  caught (a regression verdict), over cases drawn from those that record ``step_time_s`` (or only those
+  matching ``--inject-into``, e.g. the communication-bound collectives), and the share in which some
+  *other* case turned red beside it.
+
+    python ci/replay_nights.py night*.json.gz --nights 0 --inject-into test_collectives.py --slowdowns 10,20,30
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exclude", action="append", default=[], metavar="TEXT",
                         help="leave out the cases whose node id contains TEXT (repeatable), e.g. the cases of a "
                         "recording made before a fix to them; say so wherever the figures are quoted")
+    parser.add_argument("--inject-into", action="append", default=[], metavar="TEXT",
+                        help="slow only cases whose node id contains TEXT (repeatable); default: any case that "
+                        "records step_time_s")
     args = parser.parse_args(argv)
     adjust = args.canary == "on"
     try:
@@ -69,6 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     begin = time.monotonic()
     red_nights = 0
     red_by_case: dict[str, int] = defaultdict(int)
+    candidates: dict[int, list[RecordedCase]] = defaultdict(list)
+    for case in cases:
+        if "step_time_s" in case.figures and (not args.inject_into
+                                               or any(text in case.nodeid for text in args.inject_into)):
+            candidates[case.world_size].append(case)
+    if args.inject_into and not candidates:
+        print(f"replay_nights: no case that records step_time_s matches {', '.join(args.inject_into)}",
+              file=sys.stderr)
+        return 2
     for _ in range(args.nights):
         night = replay_night(cases, rng, args.run_alpha, block=args.block, canary_adjust=adjust)
         red_nights += bool(night.red_cases)
@@ -78,10 +93,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{time.monotonic() - begin:.0f} s")
     for nodeid, count in sorted(red_by_case.items(), key=lambda kv: -kv[1])[:10]:
         print(f"  red in {count} night(s): {nodeid}")
-    candidates: dict[int, list[RecordedCase]] = defaultdict(list)
-    for case in cases:
-        if "step_time_s" in case.figures:
-            candidates[case.world_size].append(case)
     for pct in (float(v) for v in args.slowdowns.split(",") if v.strip()):
         for world_size in sorted(candidates):
             caught = other_red = 0

@@ -30,6 +30,8 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
 DEFAULT_PAIR_BUDGET_S = 60.0
 DEFAULT_RUN_ALPHA = 0.01  # the paired gate's chance of a red run on unchanged code (gates/run_level.py)
+DEFAULT_BLOCK_SECONDS = 0.2  # paired gate: measured time one block aims at (short: a pair's blocks close in time)
+DEFAULT_BLOCK_WARMUP = 2  # paired gate: untimed rounds before each block's timed ones
 
 
 def parse_world_size(value: Any, source: str = "--world-size") -> int:
@@ -57,6 +59,18 @@ def _choice(value: Any, choices: tuple[str, ...], what: str, source: str) -> str
     if text not in choices:
         raise ConfigError(f"{source}: {value!r} is not {what}; choose one of {', '.join(choices)}")
     return text
+
+
+def parse_warmup_rounds(value: Any, source: str = "--dmlbench-block-warmup") -> int:
+    """A whole number of rounds >= 0."""
+    text = str(value).strip()
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if isinstance(value, bool) or number < 0:
+        raise ConfigError(f"{source}: {value!r} is not a number of rounds; give a whole number >= 0, e.g. {source} 2")
+    return number
 
 
 def parse_backend(value: Any, source: str = "--dmlbench-backend") -> str:
@@ -143,6 +157,8 @@ class DmlbenchConfig:
     run_alpha: float = DEFAULT_RUN_ALPHA  # paired gate: the run's chance of a red for nothing (gates/run_level.py)
     canary_adjust: bool = DEFAULT_CANARY == "on"  # paired gate: adjust pairs for the canary's machine phase
     pin_cores: bool = False  # forked ranks pinned to one core each, rank r of every world on the same core
+    block_seconds: float = DEFAULT_BLOCK_SECONDS  # paired gate: measured time one block aims at
+    block_warmup: int = DEFAULT_BLOCK_WARMUP  # paired gate: untimed rounds before each block's timed ones
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
 
 
@@ -241,6 +257,8 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     budget = _value(config, "dmlbench_pair_budget")
     run_alpha = _value(config, "dmlbench_run_alpha")
     canary = _value(config, "dmlbench_canary")
+    block_seconds = _value(config, "dmlbench_block_seconds")
+    block_warmup = _value(config, "dmlbench_block_warmup")
     smoke = bool(_value(config, "dmlbench_smoke"))
     scope: InconclusiveScope = ("all" if _value(config, "dmlbench_fail_on_inconclusive")
                                 else "untestable" if _value(config, "dmlbench_fail_on_untestable") else "none")
@@ -283,5 +301,8 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         run_alpha=DEFAULT_RUN_ALPHA if run_alpha is None else parse_run_alpha(run_alpha),
         canary_adjust=parse_canary(DEFAULT_CANARY if canary is None else canary),
         pin_cores=pin_cores,
+        block_seconds=(DEFAULT_BLOCK_SECONDS if block_seconds is None
+                       else parse_positive_seconds(block_seconds, "--dmlbench-block-seconds")),
+        block_warmup=DEFAULT_BLOCK_WARMUP if block_warmup is None else parse_warmup_rounds(block_warmup),
         smoke=smoke,
     )

@@ -22,6 +22,8 @@ from pytest_dmlbench.baseline.commit import commit_fact
 from pytest_dmlbench.baseline.identity import CASE_ISOLATION
 from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import (
+    DEFAULT_BLOCK_SECONDS,
+    DEFAULT_BLOCK_WARMUP,
     DEFAULT_CANARY,
     DEFAULT_PAIR_BUDGET_S,
     DEFAULT_RUN_ALPHA,
@@ -110,6 +112,11 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-canary", "dmlbench_canary", {"metavar": "{on,off}"},
      "with --dmlbench-against: on adjusts every block pair for the machine's speed, read by a fixed canary "
      f"timed beside each block; off records the canary in the results only (default {DEFAULT_CANARY})"),
+    ("--dmlbench-block-seconds", "dmlbench_block_seconds", {"metavar": "S"},
+     f"with --dmlbench-against: the measured time one block of a pair aims at (default {DEFAULT_BLOCK_SECONDS:g}); "
+     "longer blocks read steadier medians, but fewer pairs fit the pair budget"),
+    ("--dmlbench-block-warmup", "dmlbench_block_warmup", {"metavar": "N"},
+     f"with --dmlbench-against: untimed rounds before each block's timed ones (default {DEFAULT_BLOCK_WARMUP})"),
 ]
 SHORT_FORMS = {"--dmlbench-world-size": ("--world-size",)}  # the one option users type most, kept short
 _FLAGS: list[tuple[str, str, str]] = [

@@ -37,7 +37,7 @@ from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired.canary_adjustment import adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
-from pytest_dmlbench.gates.paired.plan import BLOCK_WARMUP, BlockPlan, block_plan, case_key
+from pytest_dmlbench.gates.paired.plan import BlockPlan, block_plan, case_key
 from pytest_dmlbench.gates.paired.protocol import BlockAnswer
 from pytest_dmlbench.gates.paired.statistics import (
     PairedEstimate,
@@ -249,7 +249,8 @@ class PairedGate:
         plan = judgement.plan or BlockPlan(0, 0)
         extra = {"paired": {
             "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": plan.rounds,
-            "block_iterations": plan.iterations, "pairs_per_stage": judgement.stages, "notes": judgement.notes,
+            "block_iterations": plan.iterations, "block_warmup": self.settings.block_warmup,
+            "pairs_per_stage": judgement.stages, "notes": judgement.notes,
             "seconds": judgement.seconds, "budget_s": judgement.budget_s, "budget_spent": judgement.budget_spent,
             "block_medians": judgement.block_medians,
         }}
@@ -299,7 +300,7 @@ class PairedGate:
                                                  f"REF {self.launch.label} has no {item.nodeid}")
                                   for m in directed.values()]
             return
-        plan = block_plan(case)
+        plan = block_plan(case, self.settings.block_seconds)
         judgement.plan = plan
         warm = self._ref_block(item, plan.warm_up())  # B's warm-up: discarded, tells which metrics B records
         self._own_block(item, plan.warm_up())  # A's, discarded: both servers' ranks have run the same work
@@ -452,8 +453,8 @@ class PairedGate:
 
     def _ref_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> BlockAnswer:
         ref_nodeid = self.ref_cases[case_key(item.nodeid, item.path, self.launch.repo_root)]
-        answer = self.ref.block(ref_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0,
-                                profile=profile)
+        answer = self.ref.block(ref_nodeid, plan.rounds, self.settings.block_warmup, plan.iterations,
+                                item.timeout_s + 60.0, profile=profile)
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: not compared with REF {self.launch.label}: the case "
                               f"{answer['status']} there.\n{answer['message']}")
@@ -470,8 +471,8 @@ class PairedGate:
         if own_nodeid is None:
             raise BlockFailed(f"{item.nodeid}: {self.own.launch.speaker} did not collect this case, so its "
                               f"blocks cannot run; its pytest output is in {self.own.named_log()}")
-        answer = self.own.block(own_nodeid, plan.rounds, BLOCK_WARMUP, plan.iterations, item.timeout_s + 60.0,
-                                whole_experiment=whole, profile=profile)
+        answer = self.own.block(own_nodeid, plan.rounds, self.settings.block_warmup, plan.iterations,
+                                item.timeout_s + 60.0, whole_experiment=whole, profile=profile)
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {answer['status']} after its "
                               f"ordinary run passed.\n{answer['message']}")

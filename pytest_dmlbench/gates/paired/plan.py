@@ -6,14 +6,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_dmlbench.config import DEFAULT_BLOCK_SECONDS
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results.stats import median
 
-BLOCK_TARGET_S = 0.2  # measured time one block aims at; short blocks keep the two blocks of a pair close in time
 MIN_ROUND_S = 0.01  # shorter calls are grouped into rounds of about this length
 MIN_BLOCK_ROUNDS = 5
 MAX_BLOCK_ROUNDS = 5000
-BLOCK_WARMUP = 2
 
 
 def case_key(nodeid: str, file: Path, tree: Path) -> str:
@@ -35,14 +34,15 @@ class BlockPlan:
     iterations: int = 1
 
     @classmethod
-    def for_step(cls, step_times: list[float], fallback_rounds: int = MIN_BLOCK_ROUNDS) -> BlockPlan:
-        """About :data:`BLOCK_TARGET_S` of measured time at these steps' median time; calls shorter than
+    def for_step(cls, step_times: list[float], fallback_rounds: int = MIN_BLOCK_ROUNDS,
+                 target_s: float = DEFAULT_BLOCK_SECONDS) -> BlockPlan:
+        """About ``target_s`` of measured time at these steps' median time; calls shorter than
         :data:`MIN_ROUND_S` are grouped, so that the per-round barrier does not dominate the block."""
         step = median(step_times)
         if not (math.isfinite(step) and step > 0):
             return cls(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, fallback_rounds)))
         iterations = max(1, math.ceil(MIN_ROUND_S / step))
-        rounds = math.ceil(BLOCK_TARGET_S / (step * iterations))
+        rounds = math.ceil(target_s / (step * iterations))
         return cls(max(MIN_BLOCK_ROUNDS, min(MAX_BLOCK_ROUNDS, rounds)), iterations)
 
     def warm_up(self) -> BlockPlan:
@@ -50,8 +50,10 @@ class BlockPlan:
         return BlockPlan(min(self.rounds, MIN_BLOCK_ROUNDS), self.iterations)
 
 
-def block_plan(case: CaseResult) -> BlockPlan:
-    """From the ordinary run: its step time, or its own round count when it records no step time."""
+def block_plan(case: CaseResult, target_s: float = DEFAULT_BLOCK_SECONDS) -> BlockPlan:
+    """From the ordinary run: its step time (blocks of about ``target_s``), or its own round count when it
+    records no step time."""
     step = case.metrics.get("step_time_s")
     counts = [len(m.samples) for m in case.metrics.values() if len(m.samples) > 1]
-    return BlockPlan.for_step(step.samples if step is not None else [], max(counts, default=MIN_BLOCK_ROUNDS))
+    return BlockPlan.for_step(step.samples if step is not None else [], max(counts, default=MIN_BLOCK_ROUNDS),
+                              target_s)

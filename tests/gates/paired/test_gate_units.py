@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_dmlbench.gates.paired.plan import BLOCK_TARGET_S, MIN_ROUND_S, BlockPlan, case_key
+from pytest_dmlbench.config import DEFAULT_BLOCK_SECONDS
+from pytest_dmlbench.gates.paired.plan import MIN_ROUND_S, BlockPlan, case_key
 
 
 def test_cases_match_whatever_rootdir_each_run_chose(tmp_path: Path) -> None:
@@ -19,7 +20,7 @@ def test_cases_match_whatever_rootdir_each_run_chose(tmp_path: Path) -> None:
 def test_short_calls_are_grouped_into_rounds_of_about_ten_ms() -> None:
     plan = BlockPlan.for_step([0.0005] * 9)
     assert plan.iterations == round(MIN_ROUND_S / 0.0005)
-    assert abs(plan.rounds * plan.iterations * 0.0005 - BLOCK_TARGET_S) < 0.02
+    assert abs(plan.rounds * plan.iterations * 0.0005 - DEFAULT_BLOCK_SECONDS) < 0.02
     assert plan.warm_up() == BlockPlan(5, plan.iterations)  # B's warm-up: a few rounds, same grouping
     long = BlockPlan.for_step([0.05] * 3)
     assert long.iterations == 1 and long.rounds == 5  # never fewer than 5 rounds

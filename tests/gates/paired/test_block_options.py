@@ -1,0 +1,82 @@
+"""The paired gate's block length and per-block warm-up: validated, and carried into every block."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pytest_dmlbench.config import DEFAULT_BLOCK_SECONDS, parse_warmup_rounds
+from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.gates.paired.plan import BlockPlan
+from tests.conftest import run_pytest
+from tests.gates.paired.gitrepo import make_repo
+
+# a step that sleeps: its time, and so each block's round count, does not depend on the machine's load
+COUNTED_CASE = """
+    import time
+    from pathlib import Path
+
+    import pytest
+
+    CALLS = Path(__file__).with_name("calls.txt")
+
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_counted(dist, dmlbench):
+        calls = []
+        dmlbench(lambda: (calls.append(1), time.sleep(0.01)))
+        if dist.rank == 0:  # one line per run of the body: the ordinary run's, then one per block
+            with CALLS.open("a") as out:
+                out.write(f"{len(calls)}\\n")
+"""
+
+
+def test_longer_blocks_time_more_rounds_of_the_same_step() -> None:
+    short = BlockPlan.for_step([0.01] * 5)
+    long = BlockPlan.for_step([0.01] * 5, target_s=5 * DEFAULT_BLOCK_SECONDS)
+    assert (short.rounds, short.iterations) == (20, 1)
+    assert (long.rounds, long.iterations) == (100, 1)
+
+
+@pytest.mark.parametrize("text, rounds", [("0", 0), (" 3 ", 3), (7, 7)])
+def test_a_warmup_is_a_whole_number_of_rounds(text: object, rounds: int) -> None:
+    assert parse_warmup_rounds(text) == rounds
+
+
+@pytest.mark.parametrize("text", ["-1", "two", "1.5", True])
+def test_a_bad_warmup_names_the_option_and_the_form(text: object) -> None:
+    with pytest.raises(ConfigError, match=r"--dmlbench-block-warmup: .* is not a number of rounds; give a whole "
+                                          r"number >= 0, e.g. --dmlbench-block-warmup 2"):
+        parse_warmup_rounds(text)
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--dmlbench-block-seconds", "0", "*--dmlbench-block-seconds: '0' must be a finite number of seconds > 0*"),
+    ("--dmlbench-block-seconds", "long", "*--dmlbench-block-seconds: 'long' is not a number of seconds*"),
+    ("--dmlbench-block-warmup", "-2", "*--dmlbench-block-warmup: '-2' is not a number of rounds*"),
+])
+def test_a_bad_block_option_stops_the_run_before_any_world_starts(tmp_path: Path, option: str, value: str,
+                                                                   expected: str) -> None:
+    run = run_pytest(tmp_path, "--dmlbench", option, value)
+    assert run.returncode != 0
+    run.lines.fnmatch_lines([expected])
+
+
+def test_every_block_times_the_rounds_the_options_ask_for(tmp_path: Path) -> None:
+    """Blocks of 0.1 s of a 10 ms step with no warm-up call the step 10 times each (0.1 s / 10 ms rounds):
+    were the options not carried to the block servers, blocks would be 20 rounds plus 2 of warm-up."""
+    repo = make_repo(tmp_path / "repo", **{"test_counted.py": COUNTED_CASE})
+    results = tmp_path / "results.json"
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-block-seconds", "0.1",
+                     "--dmlbench-block-warmup", "0", "--dmlbench-json", str(results), timeout=600)
+    assert run.returncode == 0, run.output[-3000:]
+    paired = json.loads(results.read_text())["cases"][0]["extra"]["paired"]
+    assert paired["block_warmup"] == 0
+    assert paired["block_iterations"] == 1 and 8 <= paired["block_rounds"] <= 10
+    bodies = Counter(int(line) for line in (repo / "calls.txt").read_text().split())
+    pairs = sum(paired["pairs_per_stage"])
+    assert bodies[paired["block_rounds"]] >= pairs, bodies  # A's blocks: rounds, no warm-up calls
+    assert bodies[paired["block_rounds"] + 2] == 0, bodies

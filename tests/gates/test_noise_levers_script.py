@@ -1,0 +1,53 @@
+"""ci/noise_levers.py estimates every recorded stage plain, canary-adjusted and order-adjusted, pair for pair."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
+
+from noise_levers import stage_noise  # noqa: E402
+
+
+def _document(order_effect: float, pairs: int = 16) -> dict[str, Any]:
+    """One case, one stage: the block that runs second in its pair is ``order_effect`` slower."""
+    rng = random.Random(1)
+    first = [rng.random() < 0.5 for _ in range(pairs)]
+    a, b = [], []
+    for a_first in first:
+        noise_a, noise_b = rng.gauss(1, 0.01), rng.gauss(1, 0.01)
+        a.append(0.01 * noise_a * (1.0 if a_first else 1.0 + order_effect))
+        b.append(0.01 * noise_b * (1.0 + order_effect if a_first else 1.0))
+    canary = [0.003 * rng.gauss(1, 0.005) for _ in range(2 * pairs)]
+    stage = {"a_first": first, "a": {"step_time_s": a}, "b": {"step_time_s": b},
+             "canary": {"a": canary[:pairs], "b": canary[pairs:]}}
+    return {"cases": [{"nodeid": "t.py::test_x", "extra": {"paired": {
+        "block_medians": [stage], "pairs_per_stage": [pairs], "seconds": 8.0}}}]}
+
+
+def test_an_order_effect_is_removed_by_the_order_adjustment_and_not_by_the_canary() -> None:
+    [row] = stage_noise(_document(order_effect=0.05))
+    assert row["pairs"] == 16 and row["pair_s"] == pytest.approx(0.5)
+    assert row["plain"] > 4.0  # +-5 % by the order alone
+    assert row["order"] < 2.0  # what is left: the blocks' own 1 % noise
+    assert row["canary"] > 4.0  # the canary does not see which block ran first
+
+
+def test_without_an_order_effect_the_order_adjustment_gains_nothing() -> None:
+    [row] = stage_noise(_document(order_effect=0.0))
+    assert row["plain"] < 2.0
+    assert row["order"] >= 0.9 * row["plain"]  # a spent degree of freedom, no lower noise
+
+
+def test_short_stages_have_no_adjusted_figures_and_unusable_ones_are_left_out() -> None:
+    short = _document(order_effect=0.0, pairs=6)
+    [row] = stage_noise(short)
+    assert "order" not in row and "canary" not in row
+    stage = short["cases"][0]["extra"]["paired"]["block_medians"][0]
+    stage["a"]["step_time_s"][0] = 0.0  # no ratio for that pair
+    assert stage_noise(short) == []
