@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
 
-from noise_levers import stage_noise  # noqa: E402
+from noise_levers import stage_noise
 
 
 def _document(order_effect: float, pairs: int = 16) -> dict[str, Any]:

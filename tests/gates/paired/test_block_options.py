@@ -66,16 +66,17 @@ def test_a_bad_block_option_stops_the_run_before_any_world_starts(tmp_path: Path
 
 
 def test_every_block_times_the_rounds_the_options_ask_for(tmp_path: Path) -> None:
-    """Blocks of 0.1 s of a 10 ms step with no warm-up call the step 10 times each (0.1 s / 10 ms rounds):
-    were the options not carried to the block servers, blocks would be 20 rounds plus 2 of warm-up."""
+    """Blocks of 0.15 s of a 10 ms step with no warm-up call the step 15 times each: were the options not
+    carried to the block servers, blocks would be 20 rounds plus 2 of warm-up (the ordinary calibration run
+    calls it 12 times, 10 rounds after 2 of warm-up; A's warm-up block 5)."""
     repo = make_repo(tmp_path / "repo", **{"test_counted.py": COUNTED_CASE})
     results = tmp_path / "results.json"
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-block-seconds", "0.1",
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-block-seconds", "0.15",
                      "--dmlbench-block-warmup", "0", "--dmlbench-json", str(results), timeout=600)
     assert run.returncode == 0, run.output[-3000:]
     paired = json.loads(results.read_text())["cases"][0]["extra"]["paired"]
     assert paired["block_warmup"] == 0
-    assert paired["block_iterations"] == 1 and 8 <= paired["block_rounds"] <= 10
+    assert paired["block_iterations"] == 1 and 13 <= paired["block_rounds"] <= 15
     bodies = Counter(int(line) for line in (repo / "calls.txt").read_text().split())
     pairs = sum(paired["pairs_per_stage"])
     assert bodies[paired["block_rounds"]] >= pairs, bodies  # A's blocks: rounds, no warm-up calls
