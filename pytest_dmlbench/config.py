@@ -39,17 +39,18 @@ def parse_world_size(value: Any, source: str = "--world-size") -> int:
     return parse_count(value, source)
 
 
-def parse_count(value: Any, source: str) -> int:
-    """An integer >= 1 (a world size, a number of saved runs); ``source`` names the option in errors."""
+def parse_count(value: Any, source: str, minimum: int = 1, example: int = 4) -> int:
+    """An integer >= ``minimum`` (a world size, a number of saved runs, warm-up rounds); ``source`` names the
+    option in errors."""
     text = str(value).strip()
     try:
         number = int(text)
     except ValueError:
         raise ConfigError(
-            f"{source}: {value!r} is not a whole number; give an integer >= 1, e.g. {source} 4"
+            f"{source}: {value!r} is not a whole number; give an integer >= {minimum}, e.g. {source} {example}"
         ) from None
-    if number < 1:
-        raise ConfigError(f"{source}: {number} is too small; give an integer >= 1, e.g. {source} 4")
+    if number < minimum:
+        raise ConfigError(f"{source}: {number} is too small; give an integer >= {minimum}, e.g. {source} {example}")
     return number
 
 
@@ -63,14 +64,7 @@ def _choice(value: Any, choices: tuple[str, ...], what: str, source: str) -> str
 
 def parse_warmup_rounds(value: Any, source: str = "--dmlbench-block-warmup") -> int:
     """A whole number of rounds >= 0."""
-    text = str(value).strip()
-    try:
-        number = int(text)
-    except ValueError:
-        number = -1
-    if isinstance(value, bool) or number < 0:
-        raise ConfigError(f"{source}: {value!r} is not a number of rounds; give a whole number >= 0, e.g. {source} 2")
-    return number
+    return parse_count(value, source, minimum=0, example=2)
 
 
 def parse_backend(value: Any, source: str = "--dmlbench-backend") -> str:

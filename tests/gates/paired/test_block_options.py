@@ -48,15 +48,15 @@ def test_a_warmup_is_a_whole_number_of_rounds(text: object, rounds: int) -> None
 
 @pytest.mark.parametrize("text", ["-1", "two", "1.5", True])
 def test_a_bad_warmup_names_the_option_and_the_form(text: object) -> None:
-    with pytest.raises(ConfigError, match=r"--dmlbench-block-warmup: .* is not a number of rounds; give a whole "
-                                          r"number >= 0, e.g. --dmlbench-block-warmup 2"):
+    with pytest.raises(ConfigError, match=r"--dmlbench-block-warmup: .* give an integer >= 0, e.g. "
+                                          r"--dmlbench-block-warmup 2"):
         parse_warmup_rounds(text)
 
 
 @pytest.mark.parametrize("option, value, expected", [
     ("--dmlbench-block-seconds", "0", "*--dmlbench-block-seconds: '0' must be a finite number of seconds > 0*"),
     ("--dmlbench-block-seconds", "long", "*--dmlbench-block-seconds: 'long' is not a number of seconds*"),
-    ("--dmlbench-block-warmup", "-2", "*--dmlbench-block-warmup: '-2' is not a number of rounds*"),
+    ("--dmlbench-block-warmup", "-2", "*--dmlbench-block-warmup: -2 is too small; give an integer >= 0*"),
 ])
 def test_a_bad_block_option_stops_the_run_before_any_world_starts(tmp_path: Path, option: str, value: str,
                                                                    expected: str) -> None:
