@@ -5,8 +5,9 @@ Builds a temporary git repository of ``--cases`` compute cases (each its own cha
 
 * ``base``: every case at ``BASE_ITERATIONS`` products per step;
 * ``aa``: a comment changed, nothing else (a quiet night: the whole run must pass);
-* ``one_slow``: case 0 does ``--slowdown`` more work per step (10 % by default), every other case unchanged
-  (the night must fail case 0 and nothing else).
+* ``one_slow``: the first ``--slowed`` cases (case 0 alone by default) do ``--slowdown`` more work per step
+  (10 % by default), every other case unchanged (the night must fail the slowed cases and nothing else; with
+  several slowed cases one night counts several trials of the catch rate).
 
 Per world size and iteration it runs a night of ``aa`` and one of ``one_slow``, each
 ``pytest --dmlbench --world-size N --dmlbench-against <base>`` (the nightly's mode, default settings),
@@ -17,6 +18,7 @@ which cases failed, whether the slowed case was caught, and the wall time over t
     python ci/suite_live_check.py --world-sizes 4 --iterations 1   # one pair of nights
     python ci/suite_live_check.py --summarize suite_live_check.json
     python ci/suite_live_check.py --keep-results nights/ --extra=--dmlbench-canary=on   # keep each night's JSON
+    python ci/suite_live_check.py --world-sizes 4 --slowed 12 --extra=--dmlbench-threshold=7   # catch rate at 7 %
 
 Writes ``--out`` (JSON) after every night, so a stopped run still counts.
 """
@@ -68,46 +70,65 @@ CASES = textwrap.dedent('''
         x = torch.randn(32, 96)
         dmlbench.pedantic(getattr(lib, f"step_{{case}}"), args=(x,), samples_per_call=32 * dist.world_size)
 ''')
-SLOWED = "test_cases.py::test_step[0]"
+SLOWED = "test_cases.py::test_step[0]"  # the slowed case of a night recorded before --slowed
 
 
-def library(cases: int, slowed_iterations: int, comment: str) -> str:
-    steps = [LIB_STEP.format(k=k, iterations=slowed_iterations if k == 0 else BASE_ITERATIONS) for k in range(cases)]
+def slowed_ids(slowed: int) -> list[str]:
+    """The node ids (from the repository root) of the slowed cases."""
+    return [f"test_cases.py::test_step[{k}]" for k in range(slowed)]
+
+
+def library(cases: int, slowed: int, slowed_iterations: int, comment: str) -> str:
+    steps = [LIB_STEP.format(k=k, iterations=slowed_iterations if k < slowed else BASE_ITERATIONS)
+             for k in range(cases)]
     return LIB_HEAD.format(comment=comment) + "".join(steps)
 
 
-def build_repo(folder: Path, cases: int, slowdown: float) -> dict[str, str]:
+def build_repo(folder: Path, cases: int, slowdown: float, slowed: int = 1) -> dict[str, str]:
     git(folder, "init", "-q", "-b", "main")
     (folder / "pytest.ini").write_text("[pytest]\n")
     (folder / "test_cases.py").write_text(CASES.format(cases=cases))
     commits = {}
-    slowed = round(BASE_ITERATIONS * (1 + slowdown))
+    slowed_iterations = round(BASE_ITERATIONS * (1 + slowdown))
     for name, iterations, comment in (("base", BASE_ITERATIONS, "base"), ("aa", BASE_ITERATIONS, "comment changed"),
-                                      ("one_slow", slowed, "base")):
-        (folder / "lib.py").write_text(library(cases, iterations, comment))
+                                      ("one_slow", slowed_iterations, "base")):
+        (folder / "lib.py").write_text(library(cases, slowed, iterations, comment))
         git(folder, "add", "-A")
         git(folder, "commit", "-q", "-m", name)
         commits[name] = git(folder, "rev-parse", "HEAD")
     return commits
 
 
-def night(repo: Path, tmp: Path, common: list[str], base: str, label: str) -> dict[str, Any]:
-    """One paired night: exit code, wall time, failed cases, the slowed case's verdict and ratio; its results
-    file is ``tmp/<label>.json``."""
+def night(repo: Path, tmp: Path, common: list[str], base: str, label: str, slowed: int = 1) -> dict[str, Any]:
+    """One paired night: exit code, wall time, failed cases, each slowed case's verdict and ratio (``slowed``;
+    case 0's also as ``slowed_kind`` and ``slowed_ratio``); its results file is ``tmp/<label>.json``."""
     out = tmp / f"{label}.json"
     wall, rc, text = pytest_run(repo, [*common, "--dmlbench-against", base, "--dmlbench-json", str(out)])
     if not out.exists():
         raise SystemExit(f"night {label} wrote no results (exit {rc}):\n{text[-3000:]}")
     cases = json.loads(out.read_text())["cases"]
     failed = sorted(c["nodeid"] for c in cases if c["outcome"] == "failed")
-    slowed = next(c for c in cases if c["nodeid"].endswith(SLOWED))
-    step = next((v for v in slowed["verdicts"] if v["metric"] == "step_time_s"), None)
+    steps = {}
+    for nodeid in slowed_ids(slowed):
+        case = next(c for c in cases if c["nodeid"].endswith(nodeid))
+        step = next((v for v in case["verdicts"] if v["metric"] == "step_time_s"), None)
+        steps[nodeid] = {"kind": step["kind"] if step else None, "ratio": step["ratio"] if step else None}
     kinds: dict[str, int] = {}
     for case in cases:
         for verdict in case["verdicts"]:
             kinds[verdict["kind"]] = kinds.get(verdict["kind"], 0) + 1
-    return {"exit": rc, "wall_s": wall, "failed": failed, "slowed_kind": step["kind"] if step else None,
-            "slowed_ratio": step["ratio"] if step else None, "verdict_kinds": kinds}
+    return {"exit": rc, "wall_s": wall, "failed": failed, "slowed": steps, "slowed_kind": steps[SLOWED]["kind"],
+            "slowed_ratio": steps[SLOWED]["ratio"], "verdict_kinds": kinds}
+
+
+def _slowed_of(night_record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A slowed night's slowed cases, also from a record written before ``--slowed`` (case 0 alone)."""
+    return night_record.get("slowed") or {SLOWED: {"kind": night_record["slowed_kind"],
+                                                   "ratio": night_record["slowed_ratio"]}}
+
+
+def _is_slowed(nodeid: str, slowed: dict[str, Any]) -> bool:
+    return any(nodeid.endswith(s) for s in slowed)
 
 
 def summarize(report: dict[str, Any]) -> None:
@@ -115,20 +136,23 @@ def summarize(report: dict[str, Any]) -> None:
         aa = [n for n in nights if n["way"] == "aa"]
         slow = [n for n in nights if n["way"] == "one_slow"]
         green = sum(1 for n in aa if n["exit"] == 0)
-        caught = sum(1 for n in slow if SLOWED in " ".join(n["failed"]))
-        alone = sum(1 for n in slow if n["failed"] and all(f.endswith(SLOWED) for f in n["failed"]))
+        trials = [(nodeid, n) for n in slow for nodeid in _slowed_of(n)]
+        caught = sum(1 for nodeid, n in trials if any(f.endswith(nodeid) for f in n["failed"]))
+        alone = sum(1 for n in slow if not any(not _is_slowed(f, _slowed_of(n)) for f in n["failed"]))
         false_red = sum(len(n["failed"]) for n in aa) + sum(
-            sum(1 for f in n["failed"] if not f.endswith(SLOWED)) for n in slow)
+            sum(1 for f in n["failed"] if not _is_slowed(f, _slowed_of(n))) for n in slow)
         costs = [n["wall_s"] / n["plain_s"] for n in aa if n.get("plain_s")]
-        ratios = [n["slowed_ratio"] for n in slow if n["slowed_ratio"] is not None]
-        print(f"world size {ws}: {len(aa)} quiet nights, {green} green; {len(slow)} nights with case 0 slowed: "
-              f"caught in {caught}, and alone (nothing else red) in {alone}; unchanged items failed: {false_red}")
+        ratios = [s["ratio"] for n in slow for s in _slowed_of(n).values() if s["ratio"] is not None]
+        share = f" ({100 * caught / len(trials):.0f} %)" if trials else ""
+        print(f"world size {ws}: {len(aa)} quiet nights, {green} green; {len(slow)} nights with slowed cases: "
+              f"{caught} of {len(trials)} slowed cases caught{share}; nights with nothing else red: {alone}; "
+              f"unchanged items failed: {false_red}")
         if costs:
             print(f"  cost of a quiet night over the plain session beside it: median {statistics.median(costs):.2f}x "
                   f"({min(costs):.2f}-{max(costs):.2f}x); quiet night wall median "
                   f"{statistics.median(n['wall_s'] for n in aa):.0f} s")
         if ratios:
-            print(f"  slowed case's estimated ratio: {', '.join(f'{r:.3f}' for r in ratios)}")
+            print(f"  slowed cases' estimated ratios: {', '.join(f'{r:.3f}' for r in sorted(ratios))}")
 
 
 def main() -> None:
@@ -137,6 +161,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=3, help="pairs of nights (aa, one_slow) per world size")
     parser.add_argument("--cases", type=int, default=24)
     parser.add_argument("--slowdown", type=float, default=0.10)
+    parser.add_argument("--slowed", type=int, default=1, help="how many cases the slowed night slows (cases 0..K-1)")
     parser.add_argument("--out", type=Path, default=Path("suite_live_check.json").resolve())
     parser.add_argument("--summarize", type=Path, metavar="JSON", help="only summarise a JSON this script wrote")
     parser.add_argument("--keep-results", type=Path, metavar="DIR",
@@ -145,6 +170,8 @@ def main() -> None:
                         help="one more pytest argument for every session (repeatable), e.g. "
                         "--extra=--dmlbench-canary=on")
     args = parser.parse_args()
+    if not 1 <= args.slowed < args.cases:
+        parser.error(f"--slowed {args.slowed}: give 1 to {args.cases - 1}, so that some cases stay unchanged")
     if args.summarize is not None:
         summarize(json.loads(args.summarize.read_text()))
         return
@@ -153,7 +180,7 @@ def main() -> None:
         tmp = Path(name)
         repo = tmp / "repo"
         repo.mkdir()
-        commits = build_repo(repo, args.cases, args.slowdown)
+        commits = build_repo(repo, args.cases, args.slowdown, args.slowed)
         for ws in args.world_sizes:
             common = ["--dmlbench", "--world-size", str(ws), *args.extra]
             nights: list[dict[str, Any]] = []
@@ -164,7 +191,8 @@ def main() -> None:
                 for way in ways:
                     git(repo, "checkout", "-q", commits[way])
                     label = f"{way}-ws{ws}-{index}"
-                    record = {"way": way, "index": index, **night(repo, tmp, common, commits["base"], label)}
+                    found = night(repo, tmp, common, commits["base"], label, args.slowed)
+                    record = {"way": way, "index": index, **found}
                     if args.keep_results is not None:
                         args.keep_results.mkdir(parents=True, exist_ok=True)
                         shutil.copyfile(tmp / f"{label}.json", args.keep_results / f"{label}.json")

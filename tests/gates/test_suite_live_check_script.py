@@ -1,6 +1,6 @@
 """ci/suite_live_check.py end to end on a small temporary repository: the quiet night stays green and the
-slowed case is caught alone, through real paired sessions (the script's own figures come from its full run,
-reported in ci/README.md)."""
+slowed cases are caught and nothing else, through real paired sessions (the script's own figures come from its
+full runs, reported in ci/README.md)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,59 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import clean_env
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "suite_live_check.py"
 
 
-def test_a_quiet_night_stays_green_and_the_slowed_case_alone_turns_red(tmp_path: Path) -> None:
-    # case 0 does 3x the work; a 50 % threshold keeps a loaded machine from flipping either night
+def test_a_quiet_night_stays_green_and_the_slowed_cases_alone_turn_red(tmp_path: Path) -> None:
+    # cases 0 and 1 do 3x the work; a 50 % threshold keeps a loaded machine from flipping either night
     out = tmp_path / "live.json"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--world-sizes", "2", "--iterations", "1", "--cases", "3", "--slowdown", "2.0",
-         "--extra=--dmlbench-threshold=50", "--out", str(out), "--keep-results", str(tmp_path / "nights")],
+        [sys.executable, str(SCRIPT), "--world-sizes", "2", "--iterations", "1", "--cases", "4", "--slowed", "2",
+         "--slowdown", "2.0", "--extra=--dmlbench-threshold=50", "--out", str(out),
+         "--keep-results", str(tmp_path / "nights")],
         capture_output=True, text=True, timeout=1200, env=clean_env(), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     nights = {n["way"]: n for n in json.loads(out.read_text())["world_sizes"]["2"]}
     assert nights["aa"]["exit"] == 0 and nights["aa"]["failed"] == []
     assert nights["aa"]["plain_s"] > 0
     assert nights["one_slow"]["exit"] == 1
-    assert [f.split("::", 1)[1] for f in nights["one_slow"]["failed"]] == ["test_step[0]"]
-    assert nights["one_slow"]["slowed_kind"] == "regression" and nights["one_slow"]["slowed_ratio"] > 2.0
+    assert [f.split("::", 1)[1] for f in nights["one_slow"]["failed"]] == ["test_step[0]", "test_step[1]"]
+    slowed = nights["one_slow"]["slowed"]
+    assert sorted(slowed) == ["test_cases.py::test_step[0]", "test_cases.py::test_step[1]"]
+    assert all(s["kind"] == "regression" and s["ratio"] > 2.0 for s in slowed.values())
     assert sorted(p.name for p in (tmp_path / "nights").iterdir()) == ["aa-ws2-0.json", "one_slow-ws2-0.json"]
-    assert "1 quiet nights, 1 green; 1 nights with case 0 slowed: caught in 1, and alone (nothing else red) in 1; " \
-           "unchanged items failed: 0" in done.stdout
+    assert "1 quiet nights, 1 green; 1 nights with slowed cases: 2 of 2 slowed cases caught (100 %); nights with " \
+           "nothing else red: 1; unchanged items failed: 0" in done.stdout
+
+
+def test_the_summary_counts_each_slowed_case_and_reads_a_one_case_record(tmp_path: Path) -> None:
+    """A night of two slowed cases with one missed and an unchanged case red; a record written before
+    ``--slowed`` (case 0 alone, caught): 2 of 3 caught, one night with something else red, one false red."""
+    two = {"test_cases.py::test_step[0]": {"kind": "regression", "ratio": 1.12},
+           "test_cases.py::test_step[1]": {"kind": "unchanged", "ratio": 1.08}}
+    report = {"world_sizes": {"4": [
+        {"way": "aa", "exit": 0, "failed": [], "wall_s": 10.0, "plain_s": 8.0},
+        {"way": "one_slow", "exit": 1, "wall_s": 12.0, "slowed": two, "slowed_kind": "regression",
+         "slowed_ratio": 1.12, "failed": ["r/test_cases.py::test_step[0]", "r/test_cases.py::test_step[5]"]},
+        {"way": "one_slow", "exit": 1, "wall_s": 12.0, "slowed_kind": "regression", "slowed_ratio": 1.11,
+         "failed": ["r/test_cases.py::test_step[0]"]},
+    ]}}
+    (tmp_path / "old.json").write_text(json.dumps(report))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--summarize", str(tmp_path / "old.json")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "2 nights with slowed cases: 2 of 3 slowed cases caught (67 %); nights with nothing else red: 1; " \
+           "unchanged items failed: 1" in done.stdout
+    assert "estimated ratios: 1.080, 1.110, 1.120" in done.stdout
+
+
+@pytest.mark.parametrize("slowed", ["0", "24"])
+def test_slowed_must_leave_cases_unchanged(tmp_path: Path, slowed: str) -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--cases", "24", "--slowed", slowed],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"--slowed {slowed}: give 1 to 23, so that some cases stay unchanged" in done.stderr
