@@ -7,6 +7,8 @@ comment-only change, or ``--dmlbench-against HEAD`` on a clean tree). Each repla
 once with pairs resampled from the recordings (moving blocks of consecutive pairs) and reports:
 
 - false reds: the share of nights with any failing case when nothing changed (target: at most 1 %);
+- what an unchanged night costs: its pairs' seconds (each case's recorded seconds per pair) against what the
+  recorded runs spent, and its unsettled figures, so that another ``--threshold`` shows its price too;
 - per injected slowdown, per world size: the share of nights in which one case made that much slower is
   caught (a regression verdict), over cases drawn from those that record ``step_time_s`` (or only those
   matching ``--inject-into``, e.g. the communication-bound collectives), and the share in which some
@@ -26,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from pytest_dmlbench.config import DEFAULT_RUN_ALPHA
-from pytest_dmlbench.gates.replay import RecordedCase, load_recorded, replay_night
+from pytest_dmlbench.gates.replay import RecordedCase, load_recorded, recorded_pair_seconds, replay_night
 
 
 def _percent(part: int, whole: int) -> str:
@@ -75,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     begin = time.monotonic()
     red_nights = 0
     red_by_case: dict[str, int] = defaultdict(int)
+    pair_minutes: list[float] = []
+    unsettled: list[int] = []
     candidates: dict[int, list[RecordedCase]] = defaultdict(list)
     for case in cases:
         if "step_time_s" in case.figures and (not args.inject_into
@@ -87,10 +91,17 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.nights):
         night = replay_night(cases, rng, args.run_alpha, block=args.block, canary_adjust=adjust)
         red_nights += bool(night.red_cases)
+        pair_minutes.append(night.pair_seconds / 60.0)
+        unsettled.append(night.unsettled)
         for nodeid in night.red_cases:
             red_by_case[nodeid] += 1
     print(f"unchanged code: {red_nights} of {args.nights} nights red ({_percent(red_nights, args.nights)}); "
           f"{time.monotonic() - begin:.0f} s")
+    if pair_minutes:
+        print(f"  pairs of an unchanged night: median {statistics.median(pair_minutes):.1f} min "
+              f"({min(pair_minutes):.1f}-{max(pair_minutes):.1f}), against "
+              f"{recorded_pair_seconds(cases) / 60.0:.1f} min in the recorded runs; unsettled figures: median "
+              f"{statistics.median(unsettled):g} ({min(unsettled)}-{max(unsettled)})")
     for nodeid, count in sorted(red_by_case.items(), key=lambda kv: -kv[1])[:10]:
         print(f"  red in {count} night(s): {nodeid}")
     for pct in (float(v) for v in args.slowdowns.split(",") if v.strip()):

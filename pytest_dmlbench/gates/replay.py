@@ -188,10 +188,14 @@ class ReplayGate(PairedGate):
 
 @dataclass(frozen=True)
 class NightOutcome:
-    """What one replayed night gave: the cases that failed, and the verdict on the slowed case."""
+    """What one replayed night gave: the cases that failed, the verdict on the slowed case, what its pairs cost
+    (each case's recorded seconds per pair, so a lower threshold's longer stages show as a longer night) and
+    how many figures ended unsettled (the pair budget spent before their interval was clear)."""
 
     red_cases: tuple[str, ...]
     slowed_kind: str | None
+    pair_seconds: float = 0.0
+    unsettled: int = 0
 
 
 def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: float,
@@ -202,12 +206,20 @@ def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: f
     gate = ReplayGate(run_alpha, len(cases), fail_on_improvement, canary_adjust=canary_adjust)
     red: list[str] = []
     slowed_kind: str | None = None
+    unsettled = 0
     for case in cases:
         verdicts = gate.replay_case(case, rng, slowdown if case.nodeid == slowed_case else 0.0, block)
+        unsettled += sum(1 for v in verdicts if v.kind == "inconclusive")
         if any(fails(v, fail_on_improvement) for v in verdicts):
             red.append(case.nodeid)
         if case.nodeid == slowed_case:
             kinds = {v.kind for v in verdicts}
             slowed_kind = "regression" if "regression" in kinds else ("unchanged" if kinds == {"unchanged"}
                                                                        else "inconclusive")
-    return NightOutcome(tuple(red), slowed_kind)
+    return NightOutcome(tuple(red), slowed_kind, gate.clock, unsettled)
+
+
+def recorded_pair_seconds(cases: Sequence[RecordedCase]) -> float:
+    """What the recorded runs spent on pairs, per run: each case's seconds, averaged over its runs, summed."""
+    return sum(sum(spp * len(run) for spp, run in zip(c.seconds_per_pair, c.runs, strict=True)) / len(c.runs)
+               for c in cases if c.runs)

@@ -16,6 +16,7 @@ from pytest_dmlbench.gates.replay import (
     RecordedCase,
     ReplayGate,
     load_recorded,
+    recorded_pair_seconds,
     replay_night,
     resampled,
     slowed,
@@ -88,6 +89,24 @@ def test_a_night_reports_the_slowed_case_and_any_other_red() -> None:
     assert quiet.red_cases == () and quiet.slowed_kind is None
     night = replay_night(cases, random.Random(5), 0.01, "t.py::test_2", 0.3)
     assert night.slowed_kind == "regression" and night.red_cases == ("t.py::test_2",)
+
+
+def test_a_night_costs_its_pairs_and_a_lower_threshold_costs_more() -> None:
+    """Each replayed pair costs its case's recorded seconds; a threshold nearer the noise needs longer stages
+    (negative control: the same cases at 10 % cost less), and the recorded runs' own spend is summed per run."""
+    def night(threshold: float) -> tuple[float, int]:
+        cases = [_case(f"t.py::test_{i}", seed=i) for i in range(5)]
+        for case in cases:
+            case.threshold_pct = threshold
+        outcome = replay_night(cases, random.Random(5), 0.01)
+        return outcome.pair_seconds, outcome.unsettled
+    wide, narrow = night(10.0), night(2.0)
+    assert wide[0] >= 5 * 4  # 1 s a pair, at least the 4-pair minimum per case
+    assert narrow[0] > 2 * wide[0], (wide, narrow)
+    assert wide[1] == 0
+    cases = [_case(f"t.py::test_{i}", seed=i, runs=2, pairs=6) for i in range(3)]
+    cases[0].seconds_per_pair = [2.0, 4.0]
+    assert recorded_pair_seconds(cases) == pytest.approx((12 + 24) / 2 + 2 * 6)
 
 
 def _phased_case(seed: int = 0) -> RecordedCase:
