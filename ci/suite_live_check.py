@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -112,13 +113,21 @@ def night(repo: Path, tmp: Path, common: list[str], base: str, label: str, slowe
     for nodeid in slowed_ids(slowed):
         case = next(c for c in cases if c["nodeid"].endswith(nodeid))
         step = next((v for v in case["verdicts"] if v["metric"] == "step_time_s"), None)
-        steps[nodeid] = {"kind": step["kind"] if step else None, "ratio": step["ratio"] if step else None}
+        steps[nodeid] = {"kind": step["kind"] if step else None, "ratio": step["ratio"] if step else None,
+                         "estimate": paired_estimate(step["message"]) if step else None}
     kinds: dict[str, int] = {}
     for case in cases:
         for verdict in case["verdicts"]:
             kinds[verdict["kind"]] = kinds.get(verdict["kind"], 0) + 1
     return {"exit": rc, "wall_s": wall, "failed": failed, "slowed": steps, "slowed_kind": steps[SLOWED]["kind"],
             "slowed_ratio": steps[SLOWED]["ratio"], "verdict_kinds": kinds}
+
+
+def paired_estimate(message: str) -> float | None:
+    """The paired estimate a verdict states for its deciding stage (``ratio 1.074 [99.96% CI ...``): the
+    geometric mean of the pairs' ratios, which the rule judges (a verdict's ``ratio`` is of the two medians)."""
+    found = re.search(r"\bratio ([0-9.]+) \[", message)
+    return float(found.group(1)) if found else None
 
 
 def _slowed_of(night_record: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -142,7 +151,9 @@ def summarize(report: dict[str, Any]) -> None:
         false_red = sum(len(n["failed"]) for n in aa) + sum(
             sum(1 for f in n["failed"] if not _is_slowed(f, _slowed_of(n))) for n in slow)
         costs = [n["wall_s"] / n["plain_s"] for n in aa if n.get("plain_s")]
-        ratios = [s["ratio"] for n in slow for s in _slowed_of(n).values() if s["ratio"] is not None]
+        slowed = [s for n in slow for s in _slowed_of(n).values()]
+        estimates = [s["estimate"] for s in slowed if s.get("estimate") is not None]
+        ratios = [s["ratio"] for s in slowed if s["ratio"] is not None]
         share = f" ({100 * caught / len(trials):.0f} %)" if trials else ""
         print(f"world size {ws}: {len(aa)} quiet nights, {green} green; {len(slow)} nights with slowed cases: "
               f"{caught} of {len(trials)} slowed cases caught{share}; nights with nothing else red: {alone}; "
@@ -151,8 +162,10 @@ def summarize(report: dict[str, Any]) -> None:
             print(f"  cost of a quiet night over the plain session beside it: median {statistics.median(costs):.2f}x "
                   f"({min(costs):.2f}-{max(costs):.2f}x); quiet night wall median "
                   f"{statistics.median(n['wall_s'] for n in aa):.0f} s")
+        if estimates:
+            print(f"  slowed cases' paired estimates: {', '.join(f'{r:.3f}' for r in sorted(estimates))}")
         if ratios:
-            print(f"  slowed cases' estimated ratios: {', '.join(f'{r:.3f}' for r in sorted(ratios))}")
+            print(f"  slowed cases' ratios of medians: {', '.join(f'{r:.3f}' for r in sorted(ratios))}")
 
 
 def main() -> None:

@@ -13,6 +13,10 @@ import pytest
 
 from tests.conftest import clean_env
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
+
+from suite_live_check import paired_estimate
+
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "suite_live_check.py"
 
 
@@ -32,7 +36,7 @@ def test_a_quiet_night_stays_green_and_the_slowed_cases_alone_turn_red(tmp_path:
     assert [f.split("::", 1)[1] for f in nights["one_slow"]["failed"]] == ["test_step[0]", "test_step[1]"]
     slowed = nights["one_slow"]["slowed"]
     assert sorted(slowed) == ["test_cases.py::test_step[0]", "test_cases.py::test_step[1]"]
-    assert all(s["kind"] == "regression" and s["ratio"] > 2.0 for s in slowed.values())
+    assert all(s["kind"] == "regression" and s["ratio"] > 2.0 and s["estimate"] > 2.0 for s in slowed.values())
     assert sorted(p.name for p in (tmp_path / "nights").iterdir()) == ["aa-ws2-0.json", "one_slow-ws2-0.json"]
     assert "1 quiet nights, 1 green; 1 nights with slowed cases: 2 of 2 slowed cases caught (100 %); nights with " \
            "nothing else red: 1; unchanged items failed: 0" in done.stdout
@@ -41,8 +45,8 @@ def test_a_quiet_night_stays_green_and_the_slowed_cases_alone_turn_red(tmp_path:
 def test_the_summary_counts_each_slowed_case_and_reads_a_one_case_record(tmp_path: Path) -> None:
     """A night of two slowed cases with one missed and an unchanged case red; a record written before
     ``--slowed`` (case 0 alone, caught): 2 of 3 caught, one night with something else red, one false red."""
-    two = {"test_cases.py::test_step[0]": {"kind": "regression", "ratio": 1.12},
-           "test_cases.py::test_step[1]": {"kind": "unchanged", "ratio": 1.08}}
+    two = {"test_cases.py::test_step[0]": {"kind": "regression", "ratio": 1.12, "estimate": 1.13},
+           "test_cases.py::test_step[1]": {"kind": "unchanged", "ratio": 1.08, "estimate": 1.09}}
     report = {"world_sizes": {"4": [
         {"way": "aa", "exit": 0, "failed": [], "wall_s": 10.0, "plain_s": 8.0},
         {"way": "one_slow", "exit": 1, "wall_s": 12.0, "slowed": two, "slowed_kind": "regression",
@@ -56,7 +60,16 @@ def test_the_summary_counts_each_slowed_case_and_reads_a_one_case_record(tmp_pat
     assert done.returncode == 0, done.stderr
     assert "2 nights with slowed cases: 2 of 3 slowed cases caught (67 %); nights with nothing else red: 1; " \
            "unchanged items failed: 1" in done.stdout
-    assert "estimated ratios: 1.080, 1.110, 1.120" in done.stdout
+    assert "paired estimates: 1.090, 1.130" in done.stdout  # the old record states none
+    assert "ratios of medians: 1.080, 1.110, 1.120" in done.stdout
+
+
+def test_the_paired_estimate_is_read_from_the_verdicts_message() -> None:
+    message = ("step_time_s regressed against REF d8ac: 1.413 ms -> 1.477 ms, +4.5 % slower; threshold 5 %; ratio "
+               "1.074 [99.9583% CI 1.016, 1.135] (A/B in the bad direction), one-sided paired t-test p=1.04e-05; "
+               "first stage of 8 block pairs: ratio 1.130 [98% CI 1.061, 1.203]")
+    assert paired_estimate(message) == 1.074  # the deciding stage's, stated first; not the medians' 1.045
+    assert paired_estimate("step_time_s new: not in REF") is None
 
 
 @pytest.mark.parametrize("slowed", ["0", "24"])
