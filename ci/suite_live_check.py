@@ -12,7 +12,7 @@ Builds a temporary git repository of ``--cases`` compute cases (each its own cha
 Per world size and iteration it runs a night of ``aa`` and one of ``one_slow``, each
 ``pytest --dmlbench --world-size N --dmlbench-against <base>`` (the nightly's mode, default settings),
 in random order, and a plain session of ``aa`` beside them for the cost. Counted per night: green or red,
-which cases failed, whether the slowed case was caught, and the wall time over the plain session's.
+which cases failed, which slowed cases were caught, and the wall time over the plain session's.
 
     python ci/suite_live_check.py                                  # 3 iterations at world sizes 2 and 4
     python ci/suite_live_check.py --world-sizes 4 --iterations 1   # one pair of nights
@@ -71,9 +71,6 @@ CASES = textwrap.dedent('''
         x = torch.randn(32, 96)
         dmlbench.pedantic(getattr(lib, f"step_{{case}}"), args=(x,), samples_per_call=32 * dist.world_size)
 ''')
-SLOWED = "test_cases.py::test_step[0]"  # the slowed case of a night recorded before --slowed
-
-
 def slowed_ids(slowed: int) -> list[str]:
     """The node ids (from the repository root) of the slowed cases."""
     return [f"test_cases.py::test_step[{k}]" for k in range(slowed)]
@@ -101,8 +98,8 @@ def build_repo(folder: Path, cases: int, slowdown: float, slowed: int = 1) -> di
 
 
 def night(repo: Path, tmp: Path, common: list[str], base: str, label: str, slowed: int = 1) -> dict[str, Any]:
-    """One paired night: exit code, wall time, failed cases, each slowed case's verdict and ratio (``slowed``;
-    case 0's also as ``slowed_kind`` and ``slowed_ratio``); its results file is ``tmp/<label>.json``."""
+    """One paired night: exit code, wall time, failed cases, each slowed case's verdict, ratio of medians and
+    paired estimate (``slowed``); its results file is ``tmp/<label>.json``."""
     out = tmp / f"{label}.json"
     wall, rc, text = pytest_run(repo, [*common, "--dmlbench-against", base, "--dmlbench-json", str(out)])
     if not out.exists():
@@ -119,8 +116,7 @@ def night(repo: Path, tmp: Path, common: list[str], base: str, label: str, slowe
     for case in cases:
         for verdict in case["verdicts"]:
             kinds[verdict["kind"]] = kinds.get(verdict["kind"], 0) + 1
-    return {"exit": rc, "wall_s": wall, "failed": failed, "slowed": steps, "slowed_kind": steps[SLOWED]["kind"],
-            "slowed_ratio": steps[SLOWED]["ratio"], "verdict_kinds": kinds}
+    return {"exit": rc, "wall_s": wall, "failed": failed, "slowed": steps, "verdict_kinds": kinds}
 
 
 def paired_estimate(message: str) -> float | None:
@@ -128,12 +124,6 @@ def paired_estimate(message: str) -> float | None:
     geometric mean of the pairs' ratios, which the rule judges (a verdict's ``ratio`` is of the two medians)."""
     found = re.search(r"\bratio ([0-9.]+) \[", message)
     return float(found.group(1)) if found else None
-
-
-def _slowed_of(night_record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A slowed night's slowed cases, also from a record written before ``--slowed`` (case 0 alone)."""
-    return night_record.get("slowed") or {SLOWED: {"kind": night_record["slowed_kind"],
-                                                   "ratio": night_record["slowed_ratio"]}}
 
 
 def _is_slowed(nodeid: str, slowed: dict[str, Any]) -> bool:
@@ -145,14 +135,14 @@ def summarize(report: dict[str, Any]) -> None:
         aa = [n for n in nights if n["way"] == "aa"]
         slow = [n for n in nights if n["way"] == "one_slow"]
         green = sum(1 for n in aa if n["exit"] == 0)
-        trials = [(nodeid, n) for n in slow for nodeid in _slowed_of(n)]
+        trials = [(nodeid, n) for n in slow for nodeid in n["slowed"]]
         caught = sum(1 for nodeid, n in trials if any(f.endswith(nodeid) for f in n["failed"]))
-        alone = sum(1 for n in slow if not any(not _is_slowed(f, _slowed_of(n)) for f in n["failed"]))
+        alone = sum(1 for n in slow if not any(not _is_slowed(f, n["slowed"]) for f in n["failed"]))
         false_red = sum(len(n["failed"]) for n in aa) + sum(
-            sum(1 for f in n["failed"] if not _is_slowed(f, _slowed_of(n))) for n in slow)
+            sum(1 for f in n["failed"] if not _is_slowed(f, n["slowed"])) for n in slow)
         costs = [n["wall_s"] / n["plain_s"] for n in aa if n.get("plain_s")]
-        slowed = [s for n in slow for s in _slowed_of(n).values()]
-        estimates = [s["estimate"] for s in slowed if s.get("estimate") is not None]
+        slowed = [s for n in slow for s in n["slowed"].values()]
+        estimates = [s["estimate"] for s in slowed if s["estimate"] is not None]
         ratios = [s["ratio"] for s in slowed if s["ratio"] is not None]
         share = f" ({100 * caught / len(trials):.0f} %)" if trials else ""
         print(f"world size {ws}: {len(aa)} quiet nights, {green} green; {len(slow)} nights with slowed cases: "

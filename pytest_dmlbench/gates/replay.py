@@ -209,7 +209,7 @@ def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: f
     unsettled = 0
     for case in cases:
         verdicts = gate.replay_case(case, rng, slowdown if case.nodeid == slowed_case else 0.0, block)
-        unsettled += sum(1 for v in verdicts if v.kind == "inconclusive")
+        unsettled += sum(1 for v in verdicts if v.inconclusive_cause == "unsettled")
         if any(fails(v, fail_on_improvement) for v in verdicts):
             red.append(case.nodeid)
         if case.nodeid == slowed_case:

@@ -42,25 +42,25 @@ def test_a_quiet_night_stays_green_and_the_slowed_cases_alone_turn_red(tmp_path:
            "nothing else red: 1; unchanged items failed: 0" in done.stdout
 
 
-def test_the_summary_counts_each_slowed_case_and_reads_a_one_case_record(tmp_path: Path) -> None:
-    """A night of two slowed cases with one missed and an unchanged case red; a record written before
-    ``--slowed`` (case 0 alone, caught): 2 of 3 caught, one night with something else red, one false red."""
+def test_the_summary_counts_each_slowed_case(tmp_path: Path) -> None:
+    """A night of two slowed cases with one missed and an unchanged case red, and a night of one slowed case
+    caught alone: 2 of 3 caught, one night with something else red, one false red."""
     two = {"test_cases.py::test_step[0]": {"kind": "regression", "ratio": 1.12, "estimate": 1.13},
            "test_cases.py::test_step[1]": {"kind": "unchanged", "ratio": 1.08, "estimate": 1.09}}
     report = {"world_sizes": {"4": [
         {"way": "aa", "exit": 0, "failed": [], "wall_s": 10.0, "plain_s": 8.0},
-        {"way": "one_slow", "exit": 1, "wall_s": 12.0, "slowed": two, "slowed_kind": "regression",
-         "slowed_ratio": 1.12, "failed": ["r/test_cases.py::test_step[0]", "r/test_cases.py::test_step[5]"]},
-        {"way": "one_slow", "exit": 1, "wall_s": 12.0, "slowed_kind": "regression", "slowed_ratio": 1.11,
-         "failed": ["r/test_cases.py::test_step[0]"]},
+        {"way": "one_slow", "exit": 1, "wall_s": 12.0, "slowed": two,
+         "failed": ["r/test_cases.py::test_step[0]", "r/test_cases.py::test_step[5]"]},
+        {"way": "one_slow", "exit": 1, "wall_s": 12.0, "failed": ["r/test_cases.py::test_step[0]"],
+         "slowed": {"test_cases.py::test_step[0]": {"kind": "regression", "ratio": 1.11, "estimate": None}}},
     ]}}
-    (tmp_path / "old.json").write_text(json.dumps(report))
-    done = subprocess.run([sys.executable, str(SCRIPT), "--summarize", str(tmp_path / "old.json")],
+    (tmp_path / "nights.json").write_text(json.dumps(report))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--summarize", str(tmp_path / "nights.json")],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "2 nights with slowed cases: 2 of 3 slowed cases caught (67 %); nights with nothing else red: 1; " \
            "unchanged items failed: 1" in done.stdout
-    assert "paired estimates: 1.090, 1.130" in done.stdout  # the old record states none
+    assert "paired estimates: 1.090, 1.130" in done.stdout  # the third verdict's message stated none
     assert "ratios of medians: 1.080, 1.110, 1.120" in done.stdout
 
 
