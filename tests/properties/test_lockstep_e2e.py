@@ -181,7 +181,7 @@ SECOND_RUN = """
         if dist.rank == 0:
             with open(os.environ["EXAMPLE_LOG"] + "-seeded", "a") as log:
                 log.write(f"{x}\\n")
-        assert x % 1000 < 900
+        assert x % 2 == 0  # about half of all examples fail, whatever sizes Hypothesis favours
 
     @pytest.mark.dmlbench
     @settings(max_examples=100)
@@ -206,8 +206,10 @@ def test_a_second_run_reproduces_from_the_printed_seed_and_rank_0s_database(tmp_
     write_files(tmp_path, **{"test_again.py": SECOND_RUN})
     first = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", *RANDOMIZED, EXAMPLE_LOG=str(tmp_path / "first"))
     assert first.returncode == 1, first.output
-    match = re.search(r"reproduce them with @seed\((\d+)\) on the case", first.output)
-    assert match, first.output
+    assert "_ test_logged _" in first.output, first.output
+    logged_report = first.output.split("_ test_logged _")[1].split("_ test_stored _")[0]
+    match = re.search(r"reproduce them with @seed\((\d+)\) on the case", logged_report)
+    assert match, first.output  # test_logged's own seed, never the next case's
     assert (tmp_path / ".hypothesis" / "examples").is_dir()
     seeded = SECOND_RUN.replace("@pytest.mark.dmlbench\n    @settings(max_examples=60",
                                 f"@pytest.mark.dmlbench\n    @seed({match.group(1)})\n    @settings(max_examples=60")
