@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -110,20 +109,14 @@ def night(repo: Path, tmp: Path, common: list[str], base: str, label: str, slowe
     for nodeid in slowed_ids(slowed):
         case = next(c for c in cases if c["nodeid"].endswith(nodeid))
         step = next((v for v in case["verdicts"] if v["metric"] == "step_time_s"), None)
+        paired = (step or {}).get("paired") or {}
         steps[nodeid] = {"kind": step["kind"] if step else None, "ratio": step["ratio"] if step else None,
-                         "estimate": paired_estimate(step["message"]) if step else None}
+                         "estimate": paired.get("estimate")}
     kinds: dict[str, int] = {}
     for case in cases:
         for verdict in case["verdicts"]:
             kinds[verdict["kind"]] = kinds.get(verdict["kind"], 0) + 1
     return {"exit": rc, "wall_s": wall, "failed": failed, "slowed": steps, "verdict_kinds": kinds}
-
-
-def paired_estimate(message: str) -> float | None:
-    """The paired estimate a verdict states for its deciding stage (``ratio 1.074 [99.96% CI ...``): the
-    geometric mean of the pairs' ratios, which the rule judges (a verdict's ``ratio`` is of the two medians)."""
-    found = re.search(r"\bratio ([0-9.]+) \[", message)
-    return float(found.group(1)) if found else None
 
 
 def _is_slowed(nodeid: str, slowed: dict[str, Any]) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.config import InconclusiveScope
-from pytest_dmlbench.results import Direction, InconclusiveCause, Verdict, VerdictKind
+from pytest_dmlbench.results import Direction, InconclusiveCause, PairedEvidence, Verdict, VerdictKind
 from pytest_dmlbench.results.units import format_quantity
 
 _LEADS: dict[str, str] = {
@@ -82,7 +82,8 @@ class Decision:
 
     ``evidence`` says what the test found (or, for ``inconclusive`` and ``new``, why no test ran);
     ``remedy`` is the command line shown under a failing verdict; ``cause``, for an inconclusive verdict,
-    whether a test ran (``unsettled``) or none could (``untestable``, the default).
+    whether a test ran (``unsettled``) or none could (``untestable``, the default); ``paired``, the paired
+    estimate a block-pair test found (recorded in the verdict as it is).
     """
 
     metric: str
@@ -100,6 +101,7 @@ class Decision:
     runs: int = 1
     remedy: str = ""
     cause: InconclusiveCause | None = None
+    paired: PairedEvidence | None = None
 
 
 def word(decision: Decision) -> Verdict:
@@ -128,7 +130,7 @@ def word(decision: Decision) -> Verdict:
         else:
             ratio = 1.0 if d.current == 0.0 else math.copysign(math.inf, d.current)
     return Verdict(d.metric, d.kind, d.reference, d.current, ratio, d.threshold_pct, d.p_value, message,
-                   d.between_runs_p, d.runs, change, d.detectable_pct, cause)
+                   d.between_runs_p, d.runs, change, d.detectable_pct, cause, d.paired)
 
 
 def fails(verdict: Verdict, fail_on_improvement: bool = False,

@@ -41,6 +41,10 @@ InconclusiveCause = Literal["untestable", "unsettled"]
 # "unsettled", a test ran and could not settle the threshold either way (a pair budget spent while the
 # interval still straddled it, single readings whose blocks overlap): the verdict states what it found.
 INCONCLUSIVE_CAUSES: tuple[InconclusiveCause, ...] = ("untestable", "unsettled")
+PairedScale = Literal["ratio", "points"]
+PairedStage = Literal["first", "confirmation"]
+PAIRED_SCALES: tuple[PairedScale, ...] = ("ratio", "points")
+PAIRED_STAGES: tuple[PairedStage, ...] = ("first", "confirmation")
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,45 @@ class MetricResult:
         )
 
 
+@dataclass(frozen=True)
+class PairedEvidence:
+    """The paired estimate a block-pair verdict rests on: its deciding stage's, A against B in the bad direction.
+
+    ``estimate`` is the geometric mean of the pairs' ratios on the "ratio" scale (1.074: 7.4 % worse), or
+    the mean difference in fraction units on the "points" scale (0.031: 3.1 pp worse); ``ci_low`` and
+    ``ci_high`` bound it at ``confidence`` (each bound one-sided at half the rest). A verdict's ``ratio`` is
+    of the two sides' medians, and can differ from this estimate, which the rule judges."""
+
+    scale: PairedScale
+    estimate: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    pairs: int
+    noise_pct: float  # per-pair noise: percent on the "ratio" scale, percentage points on the "points" scale
+    stage: PairedStage
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "estimate": _json_float(self.estimate), "ci_low": _json_float(self.ci_low),
+                "ci_high": _json_float(self.ci_high), "confidence": self.confidence, "pairs": self.pairs,
+                "noise_pct": _json_float(self.noise_pct), "stage": self.stage}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PairedEvidence:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"verdict: 'paired' must be an object, got {data!r}")
+        scale, stage, pairs = data.get("scale"), data.get("stage"), data.get("pairs")
+        if scale not in PAIRED_SCALES:
+            raise ValueError(f"verdict: 'paired.scale' must be one of {', '.join(PAIRED_SCALES)}, got {scale!r}")
+        if stage not in PAIRED_STAGES:
+            raise ValueError(f"verdict: 'paired.stage' must be one of {', '.join(PAIRED_STAGES)}, got {stage!r}")
+        if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
+            raise ValueError(f"verdict: 'paired.pairs' must be a whole number of at least 2, got {pairs!r}")
+        return cls(scale, _from_json_float(data.get("estimate")), _from_json_float(data.get("ci_low")),
+                   _from_json_float(data.get("ci_high")), _from_json_float(data.get("confidence")), pairs,
+                   _from_json_float(data.get("noise_pct")), stage)
+
+
 @dataclass
 class Verdict:
     """The comparison of one metric with its baseline."""
@@ -174,6 +217,7 @@ class Verdict:
     change: str = ""  # the worded change ("+18.8 % slower"), the same text in every view
     detectable_pct: float | None = None  # smallest change the test could have detected (unchanged verdicts)
     cause: InconclusiveCause | None = None  # inconclusive verdicts only: untestable or unsettled
+    paired: PairedEvidence | None = None  # the paired gate's estimate, where a test on block pairs ran
 
     @property
     def inconclusive_cause(self) -> InconclusiveCause | None:
@@ -204,6 +248,8 @@ class Verdict:
         }
         if self.inconclusive_cause is not None:
             data["inconclusive_cause"] = self.inconclusive_cause
+        if self.paired is not None:
+            data["paired"] = self.paired.to_dict()
         return data
 
     @classmethod
@@ -222,6 +268,7 @@ class Verdict:
             change=str(data.get("change", "")),
             detectable_pct=_optional_float(data.get("detectable_pct")),
             cause=_cause(data.get("inconclusive_cause")),
+            paired=None if data.get("paired") is None else PairedEvidence.from_dict(data["paired"]),
         )
 
 

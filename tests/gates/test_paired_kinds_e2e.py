@@ -146,9 +146,11 @@ def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_
     downgraded = found["test_first_stage_only"]["step_time_s"]
     assert downgraded["kind"] == "unchanged", downgraded
     assert "first stage of" in str(downgraded["message"]) and "confirmed no" in str(downgraded["message"])
+    assert downgraded["paired"]["stage"] == "confirmation" and downgraded["paired"]["scale"] == "ratio"  # type: ignore[index]
     # fractions are compared by their difference: a zero fraction has no ratio but a difference
     fraction = found["test_fraction"]["exposed_comm_fraction"]
     assert fraction["kind"] == "unchanged" and "pp" in str(fraction["message"]), fraction
+    assert fraction["paired"]["scale"] == "points", fraction  # type: ignore[index]
     # in-process figures are re-measured on REF too
     in_process = found["test_in_process"]["dispatch_overhead_s"]
     assert in_process["kind"] == "unchanged" and "block pairs" in str(in_process["message"]), in_process
@@ -158,6 +160,7 @@ def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_
     # REF records the figure in s, the working tree in ms: not comparable, and said so
     unit = found["test_unit"]["my_time"]
     assert unit["kind"] == "inconclusive" and "unit changed from 's' (REF) to 'ms'" in str(unit["message"]), unit
+    assert "paired" not in unit, unit  # no test ran, so no estimate is recorded
 
 
 def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path) -> None:
@@ -173,6 +176,8 @@ def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path)
     assert seeded["kind"] == "regression" and "over 2 block pairs" not in str(seeded["message"]), seeded
     confirmed = found["test_first_stage_only"]["step_time_s"]
     assert confirmed["kind"] == "regression" and "confirmed yes" in str(confirmed["message"])
+    estimate = confirmed["paired"]  # the deciding stage's estimate, beyond the 50 % threshold
+    assert estimate["stage"] == "confirmation" and estimate["estimate"] > 1.5, estimate  # type: ignore[index,operator]
     run.lines.fnmatch_lines(["*dispatch_overhead_s regressed against REF HEAD (*): * ms -> * ms, x* slower*"])  # type: ignore[attr-defined]
 
 

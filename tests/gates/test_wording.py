@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pytest_dmlbench.gates.wording import Decision, change_text, failing_verdicts, failure_text, word
-from pytest_dmlbench.results import Verdict
+from pytest_dmlbench.results import PairedEvidence, Verdict
 
 
 @pytest.mark.parametrize(("reference", "current", "better", "unit", "expected"), [
@@ -101,3 +101,21 @@ def test_an_unsettled_verdict_says_a_test_ran_and_what_it_could_detect() -> None
         assert data["inconclusive_cause"] == verdict.cause
         assert Verdict.from_dict(data) == verdict
     assert "inconclusive_cause" not in word(_decision("unchanged")).to_dict()
+
+
+def test_the_paired_estimate_survives_the_results_json_and_bad_records_are_named() -> None:
+    evidence = PairedEvidence("ratio", 1.074, 1.016, 1.135, 0.9996, 8, 6.5, "confirmation")
+    verdict = word(_decision("regression", paired=evidence))
+    data = verdict.to_dict()
+    assert data["paired"] == {"scale": "ratio", "estimate": 1.074, "ci_low": 1.016, "ci_high": 1.135,
+                              "confidence": 0.9996, "pairs": 8, "noise_pct": 6.5, "stage": "confirmation"}
+    assert Verdict.from_dict(data) == verdict
+    assert "paired" not in word(_decision("unchanged")).to_dict()  # a stored-baseline verdict has none
+    for field, bad, named in [("scale", "log", "'paired.scale' must be one of ratio, points"),
+                              ("stage", "third", "'paired.stage' must be one of first, confirmation"),
+                              ("pairs", 1, "'paired.pairs' must be a whole number of at least 2"),
+                              ("estimate", "fast", "not a number")]:
+        with pytest.raises(ValueError, match=named):
+            Verdict.from_dict({**data, "paired": {**data["paired"], field: bad}})
+    with pytest.raises(ValueError, match="'paired' must be an object"):
+        Verdict.from_dict({**data, "paired": [1.074]})

@@ -416,7 +416,8 @@ class PairedGate:
             p = shown.p_better if kind == "improvement" else shown.p_worse
             verdicts.append(self._decision(item, metric, kind, b_value, a_value, threshold, evidence, p_value=p,
                                            detectable_pct=shown.detectable_pct(), runs=decisive.pairs,
-                                           cause="unsettled" if kind == "inconclusive" else None))
+                                           cause="unsettled" if kind == "inconclusive" else None,
+                                           paired=shown.evidence("first" if decisive is first else "confirmation")))
         return verdicts
 
     def _note_first_stage(self, item: JudgedItem, first: Stage, timed: Sequence[Timed]) -> None:
@@ -565,7 +566,8 @@ class PairedGate:
         p = est.p_better if kind == "improvement" else est.p_worse
         return self._decision(item, metric, kind, b_med, a_med, threshold, evidence, p_value=p,
                               detectable_pct=est.detectable_pct(), runs=decisive.pairs,
-                              cause="unsettled" if kind == "inconclusive" else None)
+                              cause="unsettled" if kind == "inconclusive" else None,
+                              paired=est.evidence("first" if confirm is None else "confirmation"))
 
     def _single_verdicts(self, item: JudgedItem, directed: dict[str, MetricResult],
                          readings: list[dict[str, Any]], threshold: float) -> list[Verdict]:

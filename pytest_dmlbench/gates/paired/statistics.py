@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_dmlbench.results import Direction
+from pytest_dmlbench.results import Direction, PairedEvidence, PairedStage
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA, POWER, student_t_quantile, student_t_sf
 
 PairedKind = Literal["regression", "improvement", "unchanged"]
@@ -94,6 +94,14 @@ class PairedEstimate:
         """Per-pair noise: the standard deviation of the log ratio in percent (of the difference in
         percentage points on the "points" scale)."""
         return _as_pct(self.sd_log, self.scale)
+
+    def evidence(self, stage: PairedStage) -> PairedEvidence:
+        """This estimate as a verdict records it (``stage``: the stage it comes from)."""
+        if self.scale == "points":
+            value, (low, high) = self.mean_log, (self.ci_low_log, self.ci_high_log)
+        else:
+            value, (low, high) = self.ratio, self.ci
+        return PairedEvidence(self.scale, value, low, high, 1.0 - 2.0 * self.alpha, self.pairs, self.noise_pct, stage)
 
     def detectable_pct(self, pairs: int | None = None) -> float:
         """The smallest slowdown (percent; percentage points on the "points" scale) caught with probability

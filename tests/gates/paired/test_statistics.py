@@ -221,3 +221,21 @@ def test_a_stage_of_figures_that_read_exactly_alike_may_end_at_two_pairs() -> No
     assert not rule.settled_exactly([accuracy], [([400.0, 401.0], [380.0, 381.0])], 2)  # sides apart so far
     assert not rule.settled_exactly([accuracy], [([400.0], [])], 2)
     assert not rule.settled_exactly([], [overlapping], 2)  # nothing tested
+
+
+def test_a_verdict_records_the_estimate_its_rule_judged_not_the_ratio_of_medians() -> None:
+    # A's block medians against B's: each pair 10 % or 5 % worse, the medians' ratio differs from the mean ratio
+    a, b = [1.10, 2.10, 1.10, 2.10], [1.00, 2.00, 1.00, 2.00]
+    est = estimate(log_ratios(a, b, "lower")[0], 0.01)
+    assert est is not None
+    record = est.evidence("confirmation")
+    assert record.scale == "ratio" and record.stage == "confirmation" and record.pairs == 4
+    assert record.estimate == pytest.approx(math.sqrt(1.10 * 1.05))  # the geometric mean of the pairs' ratios
+    assert record.estimate != pytest.approx(block_median(a) / block_median(b))  # 1.6 / 1.5
+    assert (record.ci_low, record.ci_high) == pytest.approx(est.ci) and record.confidence == pytest.approx(0.98)
+    assert record.noise_pct == pytest.approx(est.noise_pct)
+    points = estimate([0.10, 0.12, 0.08], 0.01, "points")
+    assert points is not None
+    in_pp = points.evidence("first")
+    assert in_pp.scale == "points" and in_pp.estimate == pytest.approx(0.10)  # fraction units, not a ratio
+    assert (in_pp.ci_low, in_pp.ci_high) == pytest.approx((points.ci_low_log, points.ci_high_log))
