@@ -28,6 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from pytest_dmlbench.config import DEFAULT_RUN_ALPHA
+from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.replay import RecordedCase, load_recorded, recorded_pair_seconds, replay_night
 
 
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--canary", choices=("on", "off"), default="off",
                         help="adjust the pairs for the recorded canary (--dmlbench-canary); pairs recorded "
                         "without one are not adjusted")
+    parser.add_argument("--futility", choices=("on", "off"), default="off",
+                        help="end a stage once no unclear figure could be clear by the cap of pairs, on the "
+                             "current mean and noise (the gate's SequentialRule(futility=True))")
     parser.add_argument("--exclude", action="append", default=[], metavar="TEXT",
                         help="leave out the cases whose node id contains TEXT (repeatable), e.g. the cases of a "
                         "recording made before a fix to them; say so wherever the figures are quoted")
@@ -58,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                         "records step_time_s")
     args = parser.parse_args(argv)
     adjust = args.canary == "on"
+    rule = SequentialRule(futility=args.futility == "on")
     try:
         recorded = load_recorded(args.results, run_threshold_pct=args.threshold)
     except ValueError as exc:
@@ -73,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
           f"runs a case, {statistics.median(c.pairs for c in cases):g} pairs a case at the median); "
           f"run alpha {args.run_alpha:g}, blocks of {args.block} pairs"
           + (f", run threshold {args.threshold:g} %" if args.threshold is not None else "")
-          + f", canary adjustment {args.canary}")
+          + f", canary adjustment {args.canary}, futility stop {args.futility}")
     begin = time.monotonic()
     red_nights = 0
     red_by_case: dict[str, int] = defaultdict(int)
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     for _ in range(args.nights):
-        night = replay_night(cases, rng, args.run_alpha, block=args.block, canary_adjust=adjust)
+        night = replay_night(cases, rng, args.run_alpha, block=args.block, canary_adjust=adjust, rule=rule)
         red_nights += bool(night.red_cases)
         pair_minutes.append(night.pair_seconds / 60.0)
         unsettled.append(night.unsettled)
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.injected_nights):
                 target = rng.choice(candidates[world_size])
                 night = replay_night(cases, rng, args.run_alpha, target.nodeid, pct / 100.0, args.block,
-                                     canary_adjust=adjust)
+                                     canary_adjust=adjust, rule=rule)
                 caught += night.slowed_kind == "regression"
                 other_red += any(nodeid != target.nodeid for nodeid in night.red_cases)
             print(f"{pct:g} % slower, one of {len(candidates[world_size])} cases at world size {world_size}: caught "

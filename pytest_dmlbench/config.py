@@ -20,11 +20,13 @@ BACKENDS = ("auto", "gloo", "nccl")
 ISOLATIONS = ("persistent", "fresh")
 LAUNCHERS = ("fork", "ray", "simulated")
 CANARY_MODES = ("on", "off")
+FUTILITY_MODES = ("on", "off")
 InconclusiveScope = Literal["none", "untestable", "all"]
 """Which inconclusive verdicts fail an item: none; the untestable ones, no test could run
 (``--dmlbench-fail-on-untestable``); or all, the unsettled ones too, a test ran and could not settle the
 threshold (``--dmlbench-fail-on-inconclusive``)."""
 DEFAULT_CANARY = "off"  # the paired gate's canary adjustment (gates/paired/canary_adjustment.py); see ci/README.md
+DEFAULT_FUTILITY = "off"  # the paired gate's futility stop (gates/paired/statistics.py could_clear); see ci/README.md
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -122,6 +124,11 @@ def parse_canary(value: Any, source: str = "--dmlbench-canary") -> bool:
     return _choice(value, CANARY_MODES, "a canary mode", source) == "on"
 
 
+def parse_futility(value: Any, source: str = "--dmlbench-futility") -> bool:
+    """on (a first stage ends once no figure reading within the threshold could settle by the cap) or off."""
+    return _choice(value, FUTILITY_MODES, "a futility mode", source) == "on"
+
+
 def parse_isolation(value: Any, source: str = "--dmlbench-isolation") -> str:
     """persistent (a kept world with the per-case state guard) or fresh (a new world for every case)."""
     return _choice(value, ISOLATIONS, "an isolation", source)
@@ -150,6 +157,7 @@ class DmlbenchConfig:
     pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
     run_alpha: float = DEFAULT_RUN_ALPHA  # paired gate: the run's chance of a red for nothing (gates/run_level.py)
     canary_adjust: bool = DEFAULT_CANARY == "on"  # paired gate: adjust pairs for the canary's machine phase
+    futility: bool = DEFAULT_FUTILITY == "on"  # paired gate: end first stages that could not settle by the cap
     pin_cores: bool = False  # forked ranks pinned to one core each, rank r of every world on the same core
     block_seconds: float = DEFAULT_BLOCK_SECONDS  # paired gate: measured time one block aims at
     block_warmup: int = DEFAULT_BLOCK_WARMUP  # paired gate: untimed rounds before each block's timed ones
@@ -251,6 +259,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     budget = _value(config, "dmlbench_pair_budget")
     run_alpha = _value(config, "dmlbench_run_alpha")
     canary = _value(config, "dmlbench_canary")
+    futility = _value(config, "dmlbench_futility")
     block_seconds = _value(config, "dmlbench_block_seconds")
     block_warmup = _value(config, "dmlbench_block_warmup")
     smoke = bool(_value(config, "dmlbench_smoke"))
@@ -294,6 +303,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
                        else parse_positive_seconds(budget, "--dmlbench-pair-budget")),
         run_alpha=DEFAULT_RUN_ALPHA if run_alpha is None else parse_run_alpha(run_alpha),
         canary_adjust=parse_canary(DEFAULT_CANARY if canary is None else canary),
+        futility=parse_futility(DEFAULT_FUTILITY if futility is None else futility),
         pin_cores=pin_cores,
         block_seconds=(DEFAULT_BLOCK_SECONDS if block_seconds is None
                        else parse_positive_seconds(block_seconds, "--dmlbench-block-seconds")),

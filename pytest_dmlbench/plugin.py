@@ -25,6 +25,7 @@ from pytest_dmlbench.config import (
     DEFAULT_BLOCK_SECONDS,
     DEFAULT_BLOCK_WARMUP,
     DEFAULT_CANARY,
+    DEFAULT_FUTILITY,
     DEFAULT_PAIR_BUDGET_S,
     DEFAULT_RUN_ALPHA,
     DEFAULT_THRESHOLD_PCT,
@@ -112,6 +113,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-canary", "dmlbench_canary", {"metavar": "{on,off}"},
      "with --dmlbench-against: on adjusts every block pair for the machine's speed, read by a fixed canary "
      f"timed beside each block; off records the canary in the results only (default {DEFAULT_CANARY})"),
+    ("--dmlbench-futility", "dmlbench_futility", {"metavar": "{on,off}"},
+     "with --dmlbench-against: on ends a case's first stage of block pairs once every figure still unclear reads "
+     "within the threshold and could not be clear by the cap of pairs at its measured noise (fewer pairs, a "
+     f"little less power); off adds pairs up to the cap or the budget (default {DEFAULT_FUTILITY})"),
     ("--dmlbench-block-seconds", "dmlbench_block_seconds", {"metavar": "S"},
      f"with --dmlbench-against: the measured time one block of a pair aims at (default {DEFAULT_BLOCK_SECONDS:g}); "
      "longer blocks read steadier medians, but fewer pairs fit the pair budget"),

@@ -200,10 +200,12 @@ class NightOutcome:
 
 def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: float,
                  slowed_case: str | None = None, slowdown: float = 0.0, block: int = 3,
-                 fail_on_improvement: bool = False, canary_adjust: bool = False) -> NightOutcome:
+                 fail_on_improvement: bool = False, canary_adjust: bool = False,
+                 rule: SequentialRule | None = None) -> NightOutcome:
     """Every case once, in order, through one :class:`ReplayGate`; ``slowed_case`` made ``slowdown`` worse;
-    ``canary_adjust``: estimates adjusted for the recorded canary (pairs without one are not adjusted)."""
-    gate = ReplayGate(run_alpha, len(cases), fail_on_improvement, canary_adjust=canary_adjust)
+    ``canary_adjust``: estimates adjusted for the recorded canary (pairs without one are not adjusted);
+    ``rule``: how many pairs a stage takes (default the gate's)."""
+    gate = ReplayGate(run_alpha, len(cases), fail_on_improvement, rule, canary_adjust=canary_adjust)
     red: list[str] = []
     slowed_kind: str | None = None
     unsettled = 0

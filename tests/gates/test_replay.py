@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.replay import (
     CANARY,
     RecordedCase,
@@ -107,6 +108,19 @@ def test_a_night_costs_its_pairs_and_a_lower_threshold_costs_more() -> None:
     cases = [_case(f"t.py::test_{i}", seed=i, runs=2, pairs=6) for i in range(3)]
     cases[0].seconds_per_pair = [2.0, 4.0]
     assert recorded_pair_seconds(cases) == pytest.approx((12 + 24) / 2 + 2 * 6)
+
+
+def test_the_futility_stop_spends_fewer_pairs_on_figures_no_cap_could_settle_and_still_catches_a_slowdown() -> None:
+    """Cases whose per-pair noise (about 17 %) no 24 pairs settle against a 10 % threshold: curtailed, their
+    nights cost fewer pairs (negative control: the same night without the stop); a case made 60 % slower
+    reads beyond the threshold, so it is never curtailed and is still caught."""
+    cases = [_case(f"t.py::test_{i}", noise=0.12, seed=i) for i in range(5)]
+    plain = replay_night(cases, random.Random(8), 0.01)
+    curtailed = replay_night(cases, random.Random(8), 0.01, rule=SequentialRule(futility=True))
+    assert curtailed.red_cases == () and plain.red_cases == ()
+    assert curtailed.pair_seconds < 0.5 * plain.pair_seconds, (curtailed, plain)
+    slow = replay_night(cases, random.Random(8), 0.01, "t.py::test_2", 0.6, rule=SequentialRule(futility=True))
+    assert slow.slowed_kind == "regression" and slow.red_cases == ("t.py::test_2",)
 
 
 def _phased_case(seed: int = 0) -> RecordedCase:

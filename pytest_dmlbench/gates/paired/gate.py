@@ -159,7 +159,7 @@ class PairedGate:
         self.settings = settings
         self.launch = launch
         self.tree = tree
-        self.rule = rule or SequentialRule()
+        self.rule = rule or SequentialRule(futility=settings.futility)
         self.alpha = alpha
         self.budget_s = settings.pair_budget_s
         self.canary_adjust = settings.canary_adjust
@@ -371,7 +371,8 @@ class PairedGate:
         flagged = [t for t in timed if kinds[t.name] in CHANGED]
         confirm: Stage | None = None
         if flagged and self.rule.confirm:
-            confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement, figure_alpha)
+            confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement, figure_alpha,
+                                      confirming=True)
             judgement.stages.append(confirm.pairs)
             judgement.block_medians.append(confirm.record())
         verdicts = [self._timed_verdict(item, directed[t.name], t, kinds[t.name], first,
@@ -500,7 +501,8 @@ class PairedGate:
         return {"a": a, "b": b}
 
     def _run_stage(self, item: JudgedItem, plan: BlockPlan, timed: Sequence[Timed], threshold: float,
-                   readings: list[dict[str, Any]], begin: float, judgement: CaseJudgement, alpha: float) -> Stage:
+                   readings: list[dict[str, Any]], begin: float, judgement: CaseJudgement, alpha: float,
+                   confirming: bool = False) -> Stage:
         """Pairs until every metric is clear, the cap, or the budget (never fewer than the minimum, and at
         least one pair: the single-reading figures are read from the pairs)."""
         stage = Stage(adjust=self.canary_adjust)
@@ -516,7 +518,11 @@ class PairedGate:
                                        f"a stage of {stage.pairs} pairs, and no single reading set the sides "
                                        "apart: the stage ended before its minimum")
                 return stage
-            if not self.rule.wants_more(estimates, threshold, stage.pairs):
+            if not self.rule.wants_more(estimates, threshold, stage.pairs, confirming):
+                if stage.pairs < self.rule.max_pairs and not all(e is not None and is_clear(e, threshold)
+                                                                 for e in estimates):
+                    judgement.notes.append(f"futility stop after {stage.pairs} pairs: no unclear figure could be "
+                                           f"clear by the cap of {self.rule.max_pairs} at its noise")
                 return stage
             if stage.pairs >= self.rule.min_pairs and self._now() - begin > judgement.budget_s:
                 judgement.budget_spent = True

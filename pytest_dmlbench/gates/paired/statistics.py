@@ -217,6 +217,26 @@ def is_clear(est: PairedEstimate, threshold_pct: float) -> bool:
     return est.ci_high_log <= worse and est.ci_low_log >= better
 
 
+def reads_worse(est: PairedEstimate, threshold_pct: float) -> bool:
+    """Whether ``est``'s mean lies beyond the regression threshold."""
+    return est.mean_log > threshold_logs(threshold_pct, est.scale)[0]
+
+
+def could_clear(est: PairedEstimate, threshold_pct: float, pairs: int) -> bool:
+    """Whether ``est``'s interval would be clear (:func:`is_clear`) after ``pairs`` pairs if its mean and
+    per-pair noise stayed as they are: the interval narrows as one over the root of the pairs, and a mean
+    that lies within that narrowed half-width of a threshold, or noise whose interval is wider than the band
+    between the thresholds while the mean lies inside it, leaves the figure unsettled at the cap whatever
+    the pairs between (the test of curtailment on the current trend)."""
+    df = pairs - 1 - est.fitted
+    if df < 1 or pairs <= est.pairs:
+        return is_clear(est, threshold_pct)
+    half = student_t_quantile(1.0 - est.alpha, df) * est.sd_log / math.sqrt(pairs)
+    worse, better = threshold_logs(threshold_pct, est.scale)
+    low, high = est.mean_log - half, est.mean_log + half
+    return low > worse or high < better or (high <= worse and low >= better)
+
+
 @dataclass(frozen=True)
 class SequentialRule:
     """How many block pairs one stage uses: at least ``min_pairs``, then more while the result is
@@ -227,19 +247,26 @@ class SequentialRule:
     max_pairs: int = 24
     confirm: bool = True
     exact_pairs: int = 2  # a stage whose figures all read exactly alike may end here (:meth:`settled_exactly`)
+    futility: bool = False  # end a stage once no unclear figure could be clear by the cap (:func:`could_clear`)
 
     def __post_init__(self) -> None:
         if not 2 <= self.min_pairs <= self.max_pairs:
             raise ValueError(f"need 2 <= min_pairs <= max_pairs, got {self.min_pairs}, {self.max_pairs}")
 
-    def wants_more(self, estimates: Sequence[PairedEstimate | None], threshold_pct: float, pairs: int) -> bool:
+    def wants_more(self, estimates: Sequence[PairedEstimate | None], threshold_pct: float, pairs: int,
+                   confirming: bool = False) -> bool:
         """Whether another pair follows after ``pairs`` pairs whose estimates (one per directed metric,
-        None where too few usable pairs) are given: while any metric is unclear, up to the cap."""
+        None where too few usable pairs) are given: while any metric is unclear, up to the cap; with
+        ``futility``, only while an unclear one could still be clear by the cap."""
         if pairs < self.min_pairs:
             return True
         if pairs >= self.max_pairs:
             return False
-        return any(est is None or not is_clear(est, threshold_pct) for est in estimates)
+        curtail = self.futility and not confirming
+        return any(est is None or (not is_clear(est, threshold_pct)
+                                   and (not curtail or reads_worse(est, threshold_pct)
+                                        or could_clear(est, threshold_pct, self.max_pairs)))
+                   for est in estimates)
 
     def settled_exactly(self, tested: Sequence[Sequence[float]],
                         single: Sequence[tuple[Sequence[float], Sequence[float]]], pairs: int) -> bool:

@@ -12,6 +12,7 @@ from pytest_dmlbench.gates.paired.statistics import (
     SequentialRule,
     SingleReading,
     chance_apart,
+    could_clear,
     difference_of,
     estimate,
     in_points,
@@ -119,6 +120,28 @@ def test_sequential_rule_adds_pairs_only_while_unclear() -> None:
     assert not rule.wants_more([unclear], 10.0, 10)  # the cap
     with pytest.raises(ValueError):
         SequentialRule(min_pairs=1)
+
+
+def test_the_futility_stop_ends_a_first_stage_that_could_not_settle_by_the_cap() -> None:
+    """Curtailment on the current trend: a figure reading within the threshold whose noise leaves its interval
+    at the cap wider than the band stops adding pairs; one that reads beyond the threshold, one that would
+    settle, and every figure of a confirmation stage go on (negative controls)."""
+    curtailing, plain = SequentialRule(min_pairs=4, max_pairs=24, futility=True), SequentialRule(min_pairs=4)
+    hopeless = estimate([0.26, -0.23, 0.20, -0.21, 0.03])  # ~25 % noise: +-12 % at 24 pairs, a 10 % band
+    assert hopeless is not None and not is_clear(hopeless, 10.0)
+    assert not could_clear(hopeless, 10.0, 24) and could_clear(hopeless, 10.0, 2000)
+    assert plain.wants_more([hopeless], 10.0, 5)
+    assert not curtailing.wants_more([hopeless], 10.0, 5)
+    assert curtailing.wants_more([hopeless], 10.0, 3)  # never before the minimum
+    assert curtailing.wants_more([hopeless], 10.0, 5, confirming=True)  # a confirmation gets every pair
+    promising = estimate([0.09, -0.07, 0.10, -0.08, 0.01])  # ~9 % noise: clear of a 10 % band well before 24
+    assert promising is not None and not is_clear(promising, 10.0) and could_clear(promising, 10.0, 24)
+    assert curtailing.wants_more([promising], 10.0, 5)
+    assert curtailing.wants_more([hopeless, promising], 10.0, 5)  # one figure that could settle keeps the stage
+    slowed = estimate([0.35, -0.05, 0.30, -0.02, 0.12])  # reads 14 % worse: beyond the threshold, so it goes on
+    assert slowed is not None and not is_clear(slowed, 10.0) and not could_clear(slowed, 10.0, 24)
+    assert curtailing.wants_more([slowed], 10.0, 5)
+    assert could_clear(promising, 10.0, 5) == is_clear(promising, 10.0)  # no more pairs: clear as it stands
 
 
 def test_detectable_change_shrinks_with_more_pairs() -> None:
