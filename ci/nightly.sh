@@ -16,7 +16,11 @@
 #   DMLBENCH_ANCHOR_NIGHT, DMLBENCH_ANCHOR  1: gate against the fixed anchor (DMLBENCH_ANCHOR, else the newest
 #                       release tag v*) instead of the last green night (nightly_ref.sh; weekly in the workflow).
 #   DMLBENCH_HISTORY    the nightly history folder (default dmlbench-history; the workflow keeps it in its cache).
-#   DMLBENCH_THRESHOLD  percent, default 10; DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
+#   DMLBENCH_THRESHOLD  percent, default 5 (below the 10 % slowdowns the night is to catch: a change of exactly
+#                       the threshold is caught half the time); DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
+#   DMLBENCH_FUTILITY   on (default): a case's first stage ends once no unclear figure could settle by the cap
+#                       (--dmlbench-futility), which pays for the lower threshold; off: pairs to the cap or budget.
+#   DMLBENCH_DRIFT_THRESHOLD  percent, default 10: the step detector's threshold over the history.
 #   DMLBENCH_FAIL_ON_INCONCLUSIVE  untestable (default): a case with a figure no test could judge fails;
 #                       all (or 1): a figure a test could not settle within its pair budget fails too; none (or 0):
 #                       inconclusive figures are listed and counted in the summary, failing nothing.
@@ -47,7 +51,8 @@ python -m pytest_dmlbench env --json > "$report/env.json"
 status=0
 pytest --dmlbench --world-size 4 bench_cases --dmlbench-against "$against" --dmlbench-json "$results" \
   --dmlbench-plots "$report" \
-  --dmlbench-threshold "${DMLBENCH_THRESHOLD:-10}" --junitxml "$junit" -p no:cacheprovider "${extra[@]}" || status=$?
+  --dmlbench-threshold "${DMLBENCH_THRESHOLD:-5}" --dmlbench-futility "${DMLBENCH_FUTILITY:-on}" \
+  --junitxml "$junit" -p no:cacheprovider "${extra[@]}" || status=$?
 set +x
 history="${DMLBENCH_HISTORY:-dmlbench-history}"
 if [[ -f "$results" ]]; then
@@ -57,7 +62,7 @@ if [[ -f "$results" ]]; then
   fi
   python -m pytest_dmlbench drift record "$results" "${record[@]}" \
     || echo >&2 "dmlbench: this night was not added to the history $history (the reason is above)"
-  findings=(--history "$history" --threshold "${DMLBENCH_THRESHOLD:-10}")
+  findings=(--history "$history" --threshold "${DMLBENCH_DRIFT_THRESHOLD:-10}")
   if [[ -f "$report/report.html" ]]; then
     findings+=(--html "$report/report.html")
   fi
