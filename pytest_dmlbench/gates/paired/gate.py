@@ -600,7 +600,7 @@ class PairedGate:
                             f"{sides}: nothing to compare")
             cause: InconclusiveCause | None = None if finite else "untestable"
             if kind in CHANGED:
-                kind, evidence = _apart_or_inconclusive(name, metric.better, kind, reading, readings)
+                kind, evidence = _apart_or_inconclusive(name, metric.better, kind, reading, readings, self.alpha)
                 cause = "unsettled" if kind == "inconclusive" else None  # the order test ran: readings overlap
             verdicts.append(self._decision(item, metric, kind, reading.b, reading.a, threshold, evidence,
                                            detectable_pct=0.0 if kind == "unchanged" else None, cause=cause))
@@ -625,14 +625,23 @@ def _single_block_readings(readings: Sequence[dict[str, Any]]) -> list[tuple[lis
 
 
 def _apart_or_inconclusive(name: str, better: Direction, kind: VerdictKind, reading: SingleReading,
-                           readings: Sequence[dict[str, Any]]) -> tuple[VerdictKind, str]:
-    """A single-reading change beyond the threshold stands when every block of one side lies beyond every
-    block of the other (:func:`chance_apart`, on each block's median); when they overlap the figure moves
-    from block to block as much as between the sides, and the verdict is inconclusive."""
+                           readings: Sequence[dict[str, Any]], alpha: float = DEFAULT_ALPHA) -> tuple[VerdictKind, str]:
+    """A single-reading change beyond the threshold stands when each side read one value in every one of at
+    least two blocks (an exact figure, such as bytes per step), or when every block of one side lies beyond
+    every block of the other and the chance of that order with no change (:func:`chance_apart`, on each
+    block's median) is at most ``alpha``. When the readings overlap, the figure moves from block to block as
+    much as between the sides; when they lie apart over too few blocks, the order says little (one block
+    a side: a chance of one half). Both are inconclusive."""
     a = [median(r["a"][name]["samples"]) for r in readings if r["a"].get(name, {}).get("samples")]
     b = [median(r["b"][name]["samples"]) for r in readings if r["b"].get(name, {}).get("samples")]
     p = chance_apart(a, b, better, a_worse=kind == "regression")
     moved = f"medians {reading.bad_pct:+.1f} % in the bad direction over {len(a)} and {len(b)} blocks"
+    exact = len(a) >= 2 and len(b) >= 2 and len(set(a)) == 1 and len(set(b)) == 1
+    if p is not None and not exact and p > alpha:
+        return "inconclusive", (
+            f"a single-reading figure whose {moved}, beyond the threshold, with every block of one side beyond "
+            f"every block of the other; but the chance of that order with no change is {p:.2g} over so few "
+            f"blocks, above alpha {alpha:g}, so no change can be told from it (more block pairs would)")
     if p is None:
         return "inconclusive", (
             f"a single-reading figure whose {moved}, beyond the threshold, but the blocks' readings overlap "

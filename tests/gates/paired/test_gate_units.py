@@ -41,8 +41,30 @@ def test_a_memory_peak_that_moves_block_to_block_is_inconclusive_not_a_regressio
                                             _readings("peak_rss_mb", a, b))
     assert kind == "inconclusive"
     assert "the blocks' readings overlap (working tree 640 to 730, REF 630 to 700)" in evidence
-    # negative control: the same medians with readings apart stay a regression, with the chance of that order
+    # negative control: readings apart over 5 blocks a side stay a regression, with the chance of that order
     kind, evidence = _apart_or_inconclusive("peak_rss_mb", "lower", "regression", reading,
-                                            _readings("peak_rss_mb", [707.0, 710.0, 730.0, 716.0], b))
+                                            _readings("peak_rss_mb", [707.0, 710.0, 730.0, 716.0, 712.0],
+                                                      [*b, 641.0]))
     assert kind == "regression"
-    assert "every block of the working tree lies above every block of REF (chance 0.014" in evidence
+    assert "every block of the working tree lies above every block of REF (chance 0.004" in evidence
+
+
+def test_a_single_reading_apart_over_too_few_blocks_is_inconclusive_and_an_exact_one_is_not() -> None:
+    """One block a side lying apart has a chance of one half (a nightly's A/A run read a memory peak 16.7 %
+    higher that way and failed the case); 4 a side, 1/70, still above alpha 0.01. A figure each side reads
+    exactly alike in every block (bytes per step) stands from two blocks on."""
+    from pytest_dmlbench.gates.paired.gate import _apart_or_inconclusive
+    from pytest_dmlbench.gates.paired.statistics import SingleReading
+
+    one = SingleReading(574.1, 492.0, "lower", 5.0)
+    kind, evidence = _apart_or_inconclusive("peak_rss_mb", "lower", "regression", one,
+                                            _readings("peak_rss_mb", [574.1], [492.0]))
+    assert kind == "inconclusive" and "chance of that order with no change is 0.5" in evidence, evidence
+    four = SingleReading(471.0, 618.0, "lower", 5.0)
+    apart = _readings("peak_rss_mb", [471.0, 470.0, 480.0, 465.0], [618.0, 600.0, 620.0, 610.0])
+    kind, _ = _apart_or_inconclusive("peak_rss_mb", "lower", "improvement", four, apart)
+    assert kind == "inconclusive"
+    exact = SingleReading(136.0, 72.0, "lower", 50.0)
+    kind, _ = _apart_or_inconclusive("comm_bytes_per_step", "lower", "regression", exact,
+                                     _readings("comm_bytes_per_step", [136.0, 136.0], [72.0, 72.0]))
+    assert kind == "regression"
