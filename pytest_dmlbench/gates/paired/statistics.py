@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_dmlbench.results import Direction, PairedEvidence, PairedStage
+from pytest_dmlbench.results import Direction, PairedEvidence, PairedScale, PairedStage
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA, POWER, student_t_quantile, student_t_sf
 
 PairedKind = Literal["regression", "improvement", "unchanged"]
-Scale = Literal["ratio", "points"]
+Scale = PairedScale
 """How a pair is compared: the log of A over B (times, rates), or A minus B (fractions, in fraction units,
 shown as percentage points): a ratio of two fractions near zero says nothing."""
 
@@ -211,10 +211,12 @@ def judge(est: PairedEstimate, threshold_pct: float) -> PairedKind:
 
 def is_clear(est: PairedEstimate, threshold_pct: float) -> bool:
     """Whether the interval lies wholly beyond one threshold or wholly between the two."""
-    worse, better = threshold_logs(threshold_pct, est.scale)
-    if est.ci_low_log > worse or est.ci_high_log < better:
-        return True
-    return est.ci_high_log <= worse and est.ci_low_log >= better
+    return _interval_clear(est.ci_low_log, est.ci_high_log, threshold_pct, est.scale)
+
+
+def _interval_clear(low: float, high: float, threshold_pct: float, scale: Scale) -> bool:
+    worse, better = threshold_logs(threshold_pct, scale)
+    return low > worse or high < better or (high <= worse and low >= better)
 
 
 def reads_worse(est: PairedEstimate, threshold_pct: float) -> bool:
@@ -232,9 +234,7 @@ def could_clear(est: PairedEstimate, threshold_pct: float, pairs: int) -> bool:
     if df < 1 or pairs <= est.pairs:
         return is_clear(est, threshold_pct)
     half = student_t_quantile(1.0 - est.alpha, df) * est.sd_log / math.sqrt(pairs)
-    worse, better = threshold_logs(threshold_pct, est.scale)
-    low, high = est.mean_log - half, est.mean_log + half
-    return low > worse or high < better or (high <= worse and low >= better)
+    return _interval_clear(est.mean_log - half, est.mean_log + half, threshold_pct, est.scale)
 
 
 @dataclass(frozen=True)
