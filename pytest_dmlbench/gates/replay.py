@@ -181,6 +181,7 @@ class ReplayGate(PairedGate):
         item = JudgedItem(case.nodeid, Path(case.nodeid.split("::")[0]), 0.0, pair_budget_s=case.budget_s)
         judgement = CaseJudgement(case.nodeid)
         judgement.budget_s = case.budget_s
+        self.judgements.append(judgement)  # as the live gate keeps them: stages, notes
         directed = {name: MetricResult(name, unit, better, [math.nan]) for name, (unit, better) in case.figures.items()}
         timed = [Timed(name, better, unit) for name, (unit, better) in case.figures.items()]
         return self._decide(item, directed, timed, BlockPlan(0, 0), case.threshold_pct, [], self._now(), judgement)

@@ -202,3 +202,27 @@ def test_a_figure_that_reads_exactly_alike_ends_its_stage_at_two_pairs_and_a_cha
     worse = ReplayGate(0.01, 1).replay_case(_deterministic_case(), random.Random(3), slowdown=0.2)
     assert [v.kind for v in worse] == ["regression"], [v.message for v in worse]
     assert "over 2 block pairs" not in worse[0].message, worse[0].message
+
+
+def test_a_confirmation_gets_pairs_of_its_own_after_a_first_stage_spent_the_budget() -> None:
+    """A heavy case (5 s a pair, a 60 s budget) made 10 % slower: where its first stage spent the budget, the
+    confirmation still gets pairs on a budget of its own (a budget shared with the first stage left it
+    exactly the 4-pair minimum), so the slowdown is confirmed. Negative control: a confirmation held to that
+    minimum confirms far fewer of the same nights."""
+    case = _case("t.py::test_heavy", noise=0.06)
+    case.threshold_pct, case.seconds_per_pair = 5.0, [5.0] * len(case.runs)
+
+    def nights(rule: SequentialRule) -> tuple[int, list[list[int]], list[str]]:
+        rng, caught, gate = random.Random(4), 0, ReplayGate(0.01, 1, rule=rule)
+        for _ in range(20):
+            verdicts = gate.replay_case(case, rng, 0.10)
+            caught += any(v.metric == "step_time_s" and v.kind == "regression" for v in verdicts)
+        return caught, [j.stages for j in gate.judgements], [n for j in gate.judgements for n in j.notes]
+
+    caught, stages, notes = nights(SequentialRule())
+    after_spent = [s[1] for s in stages if len(s) == 2 and s[0] * 5.0 > 60.0]
+    assert after_spent and max(after_spent) > 4, stages
+    assert any(n.startswith("the confirmation's pair budget of 60 s spent") for n in notes), notes
+    held, held_stages, _ = nights(SequentialRule(confirm_max_pairs=4))
+    assert all(s[1] == 4 for s in held_stages if len(s) == 2)
+    assert caught >= 16 and held <= caught - 6, (caught, held, stages)

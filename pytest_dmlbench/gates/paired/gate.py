@@ -371,8 +371,10 @@ class PairedGate:
         flagged = [t for t in timed if kinds[t.name] in CHANGED]
         confirm: Stage | None = None
         if flagged and self.rule.confirm:
-            confirm = self._run_stage(item, plan, flagged, threshold, readings, begin, judgement, figure_alpha,
-                                      confirming=True)
+            # the confirmation's pairs are on a budget of their own: a first stage that spent the case's budget
+            # left its confirmation the minimum, at a t quantile of 5 and more, which no 10 % slowdown passes
+            confirm = self._run_stage(item, plan, flagged, threshold, readings, self._now(), judgement,
+                                      figure_alpha, confirming=True)
             judgement.stages.append(confirm.pairs)
             judgement.block_medians.append(confirm.record())
         verdicts = [self._timed_verdict(item, directed[t.name], t, kinds[t.name], first,
@@ -519,14 +521,16 @@ class PairedGate:
                                        "apart: the stage ended before its minimum")
                 return stage
             if not self.rule.wants_more(estimates, threshold, stage.pairs, confirming):
-                if stage.pairs < self.rule.max_pairs and not all(e is not None and is_clear(e, threshold)
-                                                                 for e in estimates):
+                if stage.pairs < self.rule.cap(confirming) and not all(e is not None and is_clear(e, threshold)
+                                                                       for e in estimates):
                     judgement.notes.append(f"futility stop after {stage.pairs} pairs: no unclear figure could be "
                                            f"clear by the cap of {self.rule.max_pairs} at its noise")
                 return stage
             if stage.pairs >= self.rule.min_pairs and self._now() - begin > judgement.budget_s:
                 judgement.budget_spent = True
-                judgement.notes.append(f"pair budget of {judgement.budget_s:g} s spent after {stage.pairs} pairs")
+                which = "the confirmation's " if confirming else ""
+                judgement.notes.append(f"{which}pair budget of {judgement.budget_s:g} s spent after {stage.pairs} "
+                                       "pairs")
                 return stage
             readings.append(self._pair(item, plan, stage, timed))
             if self.on_pair is not None:

@@ -241,26 +241,34 @@ def could_clear(est: PairedEstimate, threshold_pct: float, pairs: int) -> bool:
 class SequentialRule:
     """How many block pairs one stage uses: at least ``min_pairs``, then more while the result is
     unclear, up to ``max_pairs``. A flagged result is re-measured in a second, independent stage
-    (``confirm``) and fails only when that stage flags it too."""
+    (``confirm``) and fails only when that stage flags it too; that stage tests at the run-level share of
+    alpha, whose t quantile is about twice the first stage's, so it may run to ``confirm_max_pairs``."""
 
     min_pairs: int = 4
     max_pairs: int = 24
     confirm: bool = True
+    confirm_max_pairs: int = 48
     exact_pairs: int = 2  # a stage whose figures all read exactly alike may end here (:meth:`settled_exactly`)
     futility: bool = False  # end a stage once no unclear figure could be clear by the cap (:func:`could_clear`)
 
     def __post_init__(self) -> None:
-        if not 2 <= self.min_pairs <= self.max_pairs:
-            raise ValueError(f"need 2 <= min_pairs <= max_pairs, got {self.min_pairs}, {self.max_pairs}")
+        if not 2 <= self.min_pairs <= min(self.max_pairs, self.confirm_max_pairs):
+            raise ValueError(f"need 2 <= min_pairs <= max_pairs and confirm_max_pairs, got {self.min_pairs}, "
+                             f"{self.max_pairs}, {self.confirm_max_pairs}")
+
+    def cap(self, confirming: bool = False) -> int:
+        """The most pairs a stage takes: ``confirm_max_pairs`` for a confirmation, else ``max_pairs``."""
+        return self.confirm_max_pairs if confirming else self.max_pairs
 
     def wants_more(self, estimates: Sequence[PairedEstimate | None], threshold_pct: float, pairs: int,
                    confirming: bool = False) -> bool:
         """Whether another pair follows after ``pairs`` pairs whose estimates (one per directed metric,
-        None where too few usable pairs) are given: while any metric is unclear, up to the cap; with
-        ``futility``, only while an unclear one could still be clear by the cap."""
+        None where too few usable pairs) are given: while any metric is unclear, up to the stage's cap
+        (:meth:`cap`); with ``futility``, in a first stage only while an unclear one could still be clear by
+        the cap."""
         if pairs < self.min_pairs:
             return True
-        if pairs >= self.max_pairs:
+        if pairs >= self.cap(confirming):
             return False
         curtail = self.futility and not confirming
         return any(est is None or (not is_clear(est, threshold_pct)

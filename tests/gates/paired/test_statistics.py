@@ -262,3 +262,17 @@ def test_a_verdict_records_the_estimate_its_rule_judged_not_the_ratio_of_medians
     in_pp = points.evidence("first")
     assert in_pp.scale == "points" and in_pp.estimate == pytest.approx(0.10)  # fraction units, not a ratio
     assert (in_pp.ci_low, in_pp.ci_high) == pytest.approx((points.ci_low_log, points.ci_high_log))
+
+
+def test_a_confirmation_stage_may_run_to_its_own_cap() -> None:
+    """The confirmation tests at the run-level share of alpha, so it may take up to ``confirm_max_pairs``;
+    a first stage stops at ``max_pairs`` (negative control)."""
+    rule = SequentialRule(min_pairs=4, max_pairs=24, confirm_max_pairs=48)
+    unclear = estimate([0.05, 0.15, 0.0, 0.2])
+    assert unclear is not None
+    assert not rule.wants_more([unclear], 10.0, 24)
+    assert rule.wants_more([unclear], 10.0, 24, confirming=True)
+    assert not rule.wants_more([unclear], 10.0, 48, confirming=True)
+    assert rule.cap() == 24 and rule.cap(confirming=True) == 48
+    with pytest.raises(ValueError, match="confirm_max_pairs"):
+        SequentialRule(min_pairs=4, confirm_max_pairs=3)
