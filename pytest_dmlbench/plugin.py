@@ -105,8 +105,8 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      "re-measure REF (a git ref or commit, or 'baseline': the commit the stored baselines were recorded at) "
      "beside the working tree, interleaved in blocks, and judge each case on the paired figures"),
     ("--dmlbench-pair-budget", "dmlbench_pair_budget", {"metavar": "S"},
-     f"with --dmlbench-against: seconds of block pairs per case before what is still unclear is called "
-     f"inconclusive (default {DEFAULT_PAIR_BUDGET_S:g})"),
+     f"with --dmlbench-against: seconds of block pairs per case, and as many again for the confirmation of a "
+     f"flagged figure, before what is still unclear is called inconclusive (default {DEFAULT_PAIR_BUDGET_S:g})"),
     ("--dmlbench-run-alpha", "dmlbench_run_alpha", {"metavar": "P"},
      f"with --dmlbench-against: the chance that a run with nothing changed turns red, split over its cases "
      f"and their figures (default {DEFAULT_RUN_ALPHA:g})"),

@@ -91,7 +91,8 @@ FIELDS: dict[str, Field] = {
               rule=">= 0"),
         Field("timeout", "float", None, "wall-clock limit in seconds (default: `--dmlbench-timeout`)", rule="> 0"),
         Field("pair_budget", "float", None,
-              "with `--dmlbench-against`: seconds of block pairs for this run (default: `--dmlbench-pair-budget`)",
+              "with `--dmlbench-against`: seconds of block pairs for this run, and as many again for a "
+              "confirmation stage (default: `--dmlbench-pair-budget`)",
               rule="> 0"),
         Field("comm_rounds", "int", 4,
               "rounds of step vs no-communication twin after training, for `exposed_comm_fraction` (0: skip)",

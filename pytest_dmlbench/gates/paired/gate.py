@@ -372,7 +372,7 @@ class PairedGate:
         confirm: Stage | None = None
         if flagged and self.rule.confirm:
             # the confirmation's pairs are on a budget of their own: a first stage that spent the case's budget
-            # left its confirmation the minimum, at a t quantile of 5 and more, which no 10 % slowdown passes
+            # left a shared one the 4-pair minimum, where the run-level share of alpha needs a t of about 40
             confirm = self._run_stage(item, plan, flagged, threshold, readings, self._now(), judgement,
                                       figure_alpha, confirming=True)
             judgement.stages.append(confirm.pairs)
