@@ -2,11 +2,13 @@
 
 Each item still fails on its own as it finishes, but at a level chosen for the whole run (Bonferroni): the
 run's chance of a red for nothing, ``run_alpha`` (``--dmlbench-run-alpha``, default 1 %), is split evenly
-over the cases that record figures (counted at collection) and, within a case, over the figures it tests
-on block pairs. A figure fails only when the confirmation stage, an independent second set of block pairs,
-finds it beyond the threshold at that split level; the first stage flags candidates at the ordinary
-per-figure level (1 %) and costs no guarantee. So for ``m`` tested figures the chance that any of them
-fails on unchanged code is at most ``run_alpha`` (the union bound), whatever the figures' correlation.
+over the cases that record figures (counted at collection) and, within a case, over the distinct tests it
+makes on block pairs: figures that are one reading in every first-stage pair (a bandwidth computed from the
+step time, :mod:`pytest_dmlbench.gates.paired.one_reading`) are one test and count once. A figure fails
+only when the confirmation stage, an independent second set of block pairs, finds it beyond the threshold
+at that split level; the first stage flags candidates at the ordinary per-figure level (1 %) and costs no
+guarantee. So for ``m`` distinct tests the chance that any of them fails on unchanged code is at most
+``run_alpha`` (the union bound), whatever the tests' correlation.
 
 At the end of the run, a Benjamini-Hochberg pass over every tested figure's first-stage p-value gives a
 *watch list* at a false-discovery rate ``q``: figures that moved together more than chance explains, shown
@@ -37,17 +39,18 @@ class RunLevelRule:
         if self.judged_cases < 0:
             raise ValueError(f"judged_cases must be >= 0, got {self.judged_cases}")
 
-    def figure_alpha(self, tested_figures: int) -> float:
-        """The level one of a case's ``tested_figures`` figures is confirmed at; never above the ordinary
+    def figure_alpha(self, tests: int) -> float:
+        """The level one of a case's ``tests`` distinct tests is confirmed at; never above the ordinary
         per-figure level, so a run of one case is no laxer than the first stage."""
-        share = self.run_alpha / (max(1, self.judged_cases) * max(1, tested_figures))
+        share = self.run_alpha / (max(1, self.judged_cases) * max(1, tests))
         return min(DEFAULT_ALPHA, share)
 
     def statement(self) -> str:
         """The rule and its guarantee, for the run's summary."""
         return (f"run-level rule: at most {100 * self.run_alpha:g} % chance of a red run on unchanged code "
                 f"(--dmlbench-run-alpha), split over {self.judged_cases} case(s) that record figures and over "
-                f"each case's tested figures (Bonferroni); confirmed at {self.figure_alpha(1):.3g} per figure "
+                f"each case's distinct tests, figures that are one reading counted once (Bonferroni); "
+                f"confirmed at {self.figure_alpha(1):.3g} per figure "
                 "for a case of one")
 
 

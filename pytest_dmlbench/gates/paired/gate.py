@@ -37,6 +37,7 @@ from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired.canary_adjustment import adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
+from pytest_dmlbench.gates.paired.one_reading import one_reading_groups, same_reading
 from pytest_dmlbench.gates.paired.plan import BlockPlan, block_plan, case_key
 from pytest_dmlbench.gates.paired.protocol import BlockAnswer
 from pytest_dmlbench.gates.paired.statistics import (
@@ -363,8 +364,12 @@ class PairedGate:
         judgement.stages.append(first.pairs)
         judgement.block_medians.append(first.record())
         self._note_first_stage(item, first, timed)
-        # the level a figure is confirmed at: the run's alpha split over its cases and this case's tested figures
-        figure_alpha = self.run_rule.figure_alpha(len(timed) + sum(1 for n in DERIVED_METRICS if n in directed))
+        # the level a figure is confirmed at: the run's alpha split over its cases and this case's distinct tests
+        # (figures that are one reading in every first-stage pair count once: gates/paired/one_reading.py)
+        groups = one_reading_groups([t.name for t in timed], {t.name: v for t in timed
+                                                                if (v := _pair_values(first, t)) is not None})
+        represented_by = {name: group[0] for group in groups for name in group[1:]}
+        figure_alpha = self.run_rule.figure_alpha(len(groups) + sum(1 for n in DERIVED_METRICS if n in directed))
         kinds = {t.name: self._kind(first, t, threshold) for t in timed}
         # every change is confirmed, failing or not: a reported improvement rests on the same evidence as a
         # regression (one stage of 4 pairs printed +16 % "improvements" on unchanged code in a whole night)
@@ -377,9 +382,18 @@ class PairedGate:
                                       figure_alpha, confirming=True)
             judgement.stages.append(confirm.pairs)
             judgement.block_medians.append(confirm.record())
-        verdicts = [self._timed_verdict(item, directed[t.name], t, kinds[t.name], first,
-                                        confirm if t in flagged else None, threshold, judgement, figure_alpha)
-                    for t in timed]
+        verdicts: list[Verdict] = []
+        for t in timed:
+            by = represented_by.get(t.name)
+            verdict = self._timed_verdict(item, directed[t.name], t, kinds[t.name], first,
+                                          confirm if t in flagged else None, threshold, judgement, figure_alpha,
+                                          by)
+            if by is not None:
+                verdict = self._one_test_with(item, directed[t.name], verdict, t, next(v for v in verdicts
+                                                                                        if v.metric == by),
+                                              next(x for x in timed if x.name == by),
+                                              confirm if t in flagged else None, threshold)
+            verdicts.append(verdict)
         throughput_stage = confirm if confirm is not None and any(t.name == THROUGHPUT for t in flagged) else first
         derived = self._derived_verdicts(item, directed, first, throughput_stage, threshold, judgement, figure_alpha)
         verdicts += derived
@@ -544,7 +558,7 @@ class PairedGate:
 
     def _timed_verdict(self, item: JudgedItem, metric: MetricResult, t: Timed, kind: Any, first: Stage,
                        confirm: Stage | None, threshold: float, judgement: CaseJudgement,
-                       figure_alpha: float) -> Verdict:
+                       figure_alpha: float, one_test_with: str | None = None) -> Verdict:
         budget_spent = judgement.budget_spent
         a_all = first.a.get(t.name, []) + (confirm.a.get(t.name, []) if confirm else [])
         b_all = first.b.get(t.name, []) + (confirm.b.get(t.name, []) if confirm else [])
@@ -567,6 +581,9 @@ class PairedGate:
                          + (_estimate_text(first_est, metric.unit) if first_est else "too few usable pairs")
                          + f", confirmed {'yes' if judge(est, threshold) == kind else 'no'} by the second stage "
                          f"at alpha {figure_alpha:.3g} (the run-level rule)")
+            if one_test_with is not None:
+                evidence += (f"; counted as one test with {one_test_with}, the same reading in every first-stage "
+                             "block pair")
             if judge(est, threshold) != kind:
                 kind = "unchanged"  # not confirmed by the independent second stage
         if kind == "unchanged" and budget_spent and not is_clear(est, threshold):
@@ -578,6 +595,25 @@ class PairedGate:
                               detectable_pct=est.detectable_pct(), runs=decisive.pairs,
                               cause="unsettled" if kind == "inconclusive" else None,
                               paired=est.evidence("first" if confirm is None else "confirmation"))
+
+    def _one_test_with(self, item: JudgedItem, metric: MetricResult, verdict: Verdict, t: Timed,
+                       by_verdict: Verdict, by: Timed, confirm: Stage | None, threshold: float) -> Verdict:
+        """A figure counted as one test with ``by`` (one reading in every first-stage pair) may change only
+        where ``by`` changed the same way and the two still agree in every pair of the confirmation; otherwise
+        its change is left unsettled, for its own test was not counted in the run-level split."""
+        if verdict.kind not in CHANGED or confirm is None:
+            return verdict
+        own, theirs = _pair_values(confirm, t), _pair_values(confirm, by)
+        agree = own is not None and theirs is not None and same_reading(own, theirs)
+        if agree and by_verdict.kind == verdict.kind:
+            return verdict
+        why = (f"{by.name}, which it read as one with in the first stage, was found {by_verdict.kind}" if agree
+               else f"it moved apart from {by.name} in the confirmation's pairs, though the two were one reading in "
+               "the first stage's")
+        return self._decision(item, metric, "inconclusive", verdict.baseline_median, verdict.current_median,
+                              threshold, f"{verdict.kind} in its own test, but {why}; it was counted as one test "
+                              f"with {by.name} in the run-level split, so its own test cannot stand at the run's "
+                              "level and the change is left unsettled", cause="unsettled")
 
     def _single_verdicts(self, item: JudgedItem, directed: dict[str, MetricResult],
                          readings: list[dict[str, Any]], threshold: float) -> list[Verdict]:
@@ -612,6 +648,16 @@ class PairedGate:
 
 
 CHANGED = frozenset({"regression", "improvement"})
+
+
+def _pair_values(stage: Stage, t: Timed) -> list[float] | None:
+    """``t``'s pair values in ``stage`` (A against B in the bad direction), or None where a pair has none."""
+    if not stage.usable(t.name, t.scale):
+        return None
+    values, dropped = pair_values(stage.a[t.name], stage.b[t.name], t.better, t.scale)
+    return None if dropped else values
+
+
 
 
 def _beside_canary(block: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], float]:
