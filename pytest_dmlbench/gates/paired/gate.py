@@ -45,6 +45,7 @@ from pytest_dmlbench.gates.paired.statistics import (
     Scale,
     SequentialRule,
     SingleReading,
+    block_median,
     chance_apart,
     difference_of,
     estimate,
@@ -512,8 +513,8 @@ class PairedGate:
         stage.canary_a.append(canary_a)
         stage.canary_b.append(canary_b)
         for t in timed:
-            stage.a.setdefault(t.name, []).append(median(a.get(t.name, {}).get("samples", [])))
-            stage.b.setdefault(t.name, []).append(median(b.get(t.name, {}).get("samples", [])))
+            stage.a.setdefault(t.name, []).append(block_median(a.get(t.name, {}).get("samples", []), t.scale))
+            stage.b.setdefault(t.name, []).append(block_median(b.get(t.name, {}).get("samples", []), t.scale))
         return {"a": a, "b": b}
 
     def _run_stage(self, item: JudgedItem, plan: BlockPlan, timed: Sequence[Timed], threshold: float,

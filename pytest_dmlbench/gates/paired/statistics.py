@@ -36,6 +36,24 @@ def scale_for(unit: str) -> Scale:
     return "points" if unit == "fraction" else "ratio"
 
 
+def block_median(samples: Sequence[float], scale: Scale) -> float:
+    """One block's reading of a figure: the median of its samples (NaN dropped; NaN when none). For an even
+    count on the ratio scale, the geometric mean of the two middle samples rather than their mean, so that a
+    figure computed per sample as a constant over another (a rate from a time: ``64 / t``) has exactly the
+    reciprocal block reading, and the two stay one reading (``gates/paired/one_reading.py``); the arithmetic
+    middle made them differ by up to 0.1 % in blocks of several calls per round."""
+    finite = sorted(float(x) for x in samples if not math.isnan(float(x)))
+    if not finite:
+        return math.nan
+    half = len(finite) // 2
+    if len(finite) % 2:
+        return finite[half]
+    low, high = finite[half - 1], finite[half]
+    if scale == "ratio" and low > 0 and high > 0 and math.isfinite(low) and math.isfinite(high):
+        return math.sqrt(low * high)
+    return (low + high) / 2
+
+
 def pair_values(a: Sequence[float], b: Sequence[float], better: Direction, scale: Scale) -> tuple[list[float], int]:
     """Per pair, A against B in the bad direction (> 0: A worse) on ``scale``, and how many pairs were
     dropped (no ratio or difference exists)."""

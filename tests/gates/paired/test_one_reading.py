@@ -3,12 +3,16 @@ representative."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
+import statistics
 from typing import Any
 
+import pytest
+
 from pytest_dmlbench.gates.paired.one_reading import one_reading_groups, same_reading
-from pytest_dmlbench.gates.paired.statistics import pair_values
+from pytest_dmlbench.gates.paired.statistics import block_median, pair_values
 from pytest_dmlbench.gates.replay import RecordedCase, ReplayGate
 
 COLLECTIVE = {"step_time_s": ("s", "lower"), "algbw_gbps": ("GB/s", "higher"), "busbw_gbps": ("GB/s", "higher")}
@@ -45,6 +49,20 @@ def test_a_rate_computed_from_a_time_is_one_reading_with_it_and_an_independent_f
     own = _values([t * (1 + 1e-6 * rng.gauss(0, 1)) for t in a_t], b_t, "lower")
     assert not same_reading(step, own)
     assert not same_reading(step, _values(a_t, b_t, "higher"))
+
+
+def test_a_rate_and_its_time_stay_one_reading_in_a_block_of_an_even_count() -> None:
+    """A block of 10 calls (5 rounds of 2): the rate's block reading is exactly 64 over the time's. The
+    negative control, the arithmetic middle, misses by far more than the grouping's tolerance."""
+    rng = random.Random(7)
+    times = [0.04 * rng.uniform(0.9, 1.3) for _ in range(10)]
+    rates = [64 / t for t in times]
+    assert block_median(times, "ratio") * block_median(rates, "ratio") == pytest.approx(64, rel=1e-12)
+    assert abs(statistics.median(times) * statistics.median(rates) / 64 - 1) > 1e-6
+    assert block_median([3.0, 1.0, 2.0], "ratio") == 2.0  # odd: the middle sample
+    assert block_median([0.2, 0.4], "points") == pytest.approx(0.3)  # differences: the arithmetic middle
+    assert block_median([-1.0, 3.0], "ratio") == 1.0  # no ratio exists: the arithmetic middle
+    assert block_median([math.nan, 4.0, 1.0], "ratio") == 2.0 and math.isnan(block_median([], "ratio"))
 
 
 def test_a_figure_that_never_moves_is_grouped_with_nothing() -> None:
