@@ -109,7 +109,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      f"flagged figure, before what is still unclear is called inconclusive (default {DEFAULT_PAIR_BUDGET_S:g})"),
     ("--dmlbench-run-alpha", "dmlbench_run_alpha", {"metavar": "P"},
      f"with --dmlbench-against: the chance that a run with nothing changed turns red, split over its cases "
-     f"and their figures (default {DEFAULT_RUN_ALPHA:g})"),
+     f"and their distinct tests, figures that are one reading counted once (default {DEFAULT_RUN_ALPHA:g})"),
     ("--dmlbench-canary", "dmlbench_canary", {"metavar": "{on,off}"},
      "with --dmlbench-against: on adjusts every block pair for the machine's speed, read by a fixed canary "
      f"timed beside each block; off records the canary in the results only (default {DEFAULT_CANARY})"),

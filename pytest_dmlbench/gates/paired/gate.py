@@ -383,18 +383,18 @@ class PairedGate:
                                       figure_alpha, confirming=True)
             judgement.stages.append(confirm.pairs)
             judgement.block_medians.append(confirm.record())
-        verdicts: list[Verdict] = []
+        by_name = {t.name: t for t in timed}
+        decided: dict[str, Verdict] = {}  # a group's representative comes first in the case's order
         for t in timed:
             by = represented_by.get(t.name)
             verdict = self._timed_verdict(item, directed[t.name], t, kinds[t.name], first,
                                           confirm if t in flagged else None, threshold, judgement, figure_alpha,
                                           by)
             if by is not None:
-                verdict = self._one_test_with(item, directed[t.name], verdict, t, next(v for v in verdicts
-                                                                                        if v.metric == by),
-                                              next(x for x in timed if x.name == by),
+                verdict = self._one_test_with(item, directed[t.name], verdict, t, decided[by], by_name[by],
                                               confirm if t in flagged else None, threshold)
-            verdicts.append(verdict)
+            decided[t.name] = verdict
+        verdicts = list(decided.values())
         throughput_stage = confirm if confirm is not None and any(t.name == THROUGHPUT for t in flagged) else first
         derived = self._derived_verdicts(item, directed, first, throughput_stage, threshold, judgement, figure_alpha)
         verdicts += derived
@@ -657,8 +657,6 @@ def _pair_values(stage: Stage, t: Timed) -> list[float] | None:
         return None
     values, dropped = pair_values(stage.a[t.name], stage.b[t.name], t.better, t.scale)
     return None if dropped else values
-
-
 
 
 def _beside_canary(block: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], float]:

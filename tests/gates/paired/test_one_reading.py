@@ -20,8 +20,6 @@ NBYTES = 64e6
 NOISE = 0.12  # per pair: where a confirmation at a suite's share of alpha is the limit
 
 
-
-
 def _times(seed: int, pairs: int = 12, noise: float = 0.05) -> list[tuple[float, float]]:
     rng = random.Random(seed)
     out = []
