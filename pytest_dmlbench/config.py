@@ -34,6 +34,7 @@ DEFAULT_PAIR_BUDGET_S = 60.0
 DEFAULT_RUN_ALPHA = 0.01  # the paired gate's chance of a red run on unchanged code (gates/run_level.py)
 DEFAULT_BLOCK_SECONDS = 0.2  # paired gate: measured time one block aims at (short: a pair's blocks close in time)
 DEFAULT_BLOCK_WARMUP = 2  # paired gate: untimed rounds before each block's timed ones
+DEFAULT_REDRAW_WORLDS = 0  # paired gate: pairs between fresh worlds for a case's blocks (0: a world is kept)
 
 
 def parse_world_size(value: Any, source: str = "--world-size") -> int:
@@ -67,6 +68,11 @@ def _choice(value: Any, choices: tuple[str, ...], what: str, source: str) -> str
 def parse_warmup_rounds(value: Any, source: str = "--dmlbench-block-warmup") -> int:
     """A whole number of rounds >= 0."""
     return parse_count(value, source, minimum=0, example=2)
+
+
+def parse_redraw_worlds(value: Any, source: str = "--dmlbench-redraw-worlds") -> int:
+    """A whole number of pairs >= 0 (0: the block servers keep their worlds)."""
+    return parse_count(value, source, minimum=0, example=4)
 
 
 def parse_backend(value: Any, source: str = "--dmlbench-backend") -> str:
@@ -161,6 +167,7 @@ class DmlbenchConfig:
     pin_cores: bool = False  # forked ranks pinned to one core each, rank r of every world on the same core
     block_seconds: float = DEFAULT_BLOCK_SECONDS  # paired gate: measured time one block aims at
     block_warmup: int = DEFAULT_BLOCK_WARMUP  # paired gate: untimed rounds before each block's timed ones
+    redraw_worlds: int = DEFAULT_REDRAW_WORLDS  # paired gate: both sides start fresh worlds every this many pairs
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
 
 
@@ -262,6 +269,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     futility = _value(config, "dmlbench_futility")
     block_seconds = _value(config, "dmlbench_block_seconds")
     block_warmup = _value(config, "dmlbench_block_warmup")
+    redraw_worlds = _value(config, "dmlbench_redraw_worlds")
     smoke = bool(_value(config, "dmlbench_smoke"))
     scope: InconclusiveScope = ("all" if _value(config, "dmlbench_fail_on_inconclusive")
                                 else "untestable" if _value(config, "dmlbench_fail_on_untestable") else "none")
@@ -308,5 +316,6 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         block_seconds=(DEFAULT_BLOCK_SECONDS if block_seconds is None
                        else parse_positive_seconds(block_seconds, "--dmlbench-block-seconds")),
         block_warmup=DEFAULT_BLOCK_WARMUP if block_warmup is None else parse_warmup_rounds(block_warmup),
+        redraw_worlds=DEFAULT_REDRAW_WORLDS if redraw_worlds is None else parse_redraw_worlds(redraw_worlds),
         smoke=smoke,
     )

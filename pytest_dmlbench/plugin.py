@@ -27,6 +27,7 @@ from pytest_dmlbench.config import (
     DEFAULT_CANARY,
     DEFAULT_FUTILITY,
     DEFAULT_PAIR_BUDGET_S,
+    DEFAULT_REDRAW_WORLDS,
     DEFAULT_RUN_ALPHA,
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_TIMEOUT_S,
@@ -122,6 +123,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      "longer blocks read steadier medians, but fewer pairs fit the pair budget"),
     ("--dmlbench-block-warmup", "dmlbench_block_warmup", {"metavar": "N"},
      f"with --dmlbench-against: untimed rounds before each block's timed ones (default {DEFAULT_BLOCK_WARMUP})"),
+    ("--dmlbench-redraw-worlds", "dmlbench_redraw_worlds", {"metavar": "N"},
+     "with --dmlbench-against: both sides run a case's blocks on freshly started worlds every N pairs, so that a "
+     "speed a world keeps for as long as it lives counts as noise of the pairs rather than as a change; 0 keeps "
+     f"each world for the whole run (default {DEFAULT_REDRAW_WORLDS})"),
 ]
 SHORT_FORMS = {"--dmlbench-world-size": ("--world-size",)}  # the one option users type most, kept short
 _FLAGS: list[tuple[str, str, str]] = [

@@ -143,6 +143,7 @@ class ReplayGate(PairedGate):
                  rule: SequentialRule | None = None, canary_adjust: bool = False) -> None:
         self.rule = rule or SequentialRule()
         self.canary_adjust = canary_adjust
+        self.redraw_every = 0  # recorded pairs: no worlds to redraw
         self.alpha = DEFAULT_ALPHA
         self.run_rule = RunLevelRule(run_alpha, judged_cases)
         self.settings = cast(Any, SimpleNamespace(fail_on_improvement=fail_on_improvement))
@@ -161,7 +162,8 @@ class ReplayGate(PairedGate):
     def _now(self) -> float:
         return self.clock
 
-    def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed]) -> dict[str, Any]:
+    def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed],
+              fresh_world: bool = False) -> dict[str, Any]:
         a, b = slowed(next(self._source), self._figures, self._slowdown)
         self.clock += self._cost
         stage.a_first.append(True)

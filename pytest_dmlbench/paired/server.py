@@ -60,10 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """A block server keeps only the world of the case it serves (the engine's pool, where it has one): the
     paired gate runs two servers beside the session's own worlds, and restarting a world costs ~0.1 s."""
-    from pytest_dmlbench.stash_keys import ENGINE_KEY
-
-    engine = session.config.stash.get(ENGINE_KEY, None)
-    pool = getattr(engine, "pool", None)
+    pool = _kept_worlds(session)
     if pool is not None:
         pool.one_world_at_a_time = True
 
@@ -86,8 +83,18 @@ class _CaseSlot:
             self.item = item
 
 
+def _kept_worlds(session: pytest.Session) -> Any:
+    """The engine's pool of kept worlds (forked ranks), or None for a launcher that keeps none."""
+    from pytest_dmlbench.stash_keys import ENGINE_KEY
+
+    return getattr(session.config.stash.get(ENGINE_KEY, None), "pool", None)
+
+
 def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, iterations: int,
-           whole_experiment: bool = False, profile: bool = False) -> BlockResult:
+           whole_experiment: bool = False, profile: bool = False, fresh_world: bool = False) -> BlockResult:
+    pool = _kept_worlds(item.session)
+    if fresh_world and pool is not None:
+        pool.stop_kept_worlds()  # the case's next run starts a world of newly forked ranks
     try:
         slot.switch_to(item)
     except pytest.skip.Exception as exc:
@@ -117,7 +124,7 @@ def _serve(session: pytest.Session, channel: Channel) -> None:
     channel.send({
         "type": "hello", "protocol": PROTOCOL_VERSION, "plugin_version": plugin_version(),
         "plugin_file": pytest_dmlbench.__file__, "in_process_blocks": True,
-        "budgeted_experiments": True, "profiles_blocks": True,
+        "budgeted_experiments": True, "profiles_blocks": True, "redraws_worlds": _kept_worlds(session) is not None,
         "cases": [{"nodeid": nodeid, "file": str(cases[nodeid].path)} for nodeid in sorted(cases)],
     })
     slot = _CaseSlot()
@@ -139,7 +146,7 @@ def _serve(session: pytest.Session, channel: Channel) -> None:
             else:
                 result = _block(slot, item, int(message["rounds"]), int(message["warmup"]),
                                 int(message.get("iterations", 1)), bool(message.get("whole_experiment", False)),
-                                bool(message.get("profile", False)))
+                                bool(message.get("profile", False)), bool(message.get("fresh_world", False)))
             answer: BlockAnswer = {"type": "result", "nodeid": nodeid, "status": result.status,
                                    "message": result.message, "elapsed_s": result.elapsed_s, "metrics": result.metrics}
             if result.profile is not None:

@@ -67,6 +67,12 @@ class WorldPool:
         fresh.start()
         return fresh
 
+    def stop_kept_worlds(self) -> None:
+        """Stop every world kept for reuse: the next case that asks for one gets a newly started world."""
+        for world in self._worlds.values():
+            world.stop()
+        self._worlds.clear()
+
     def fresh_world(self, backend: str, world_size: int) -> World:
         """A new world of this shape for one case (``isolation="fresh"``); the caller stops it after."""
         world = self._new_world(backend, world_size)
@@ -99,9 +105,7 @@ class WorldPool:
 
     def close(self) -> None:
         """Stop every world and the zygote, then remove the scratch folder."""
-        for world in self._worlds.values():
-            world.stop()
-        self._worlds.clear()
+        self.stop_kept_worlds()
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None

@@ -154,7 +154,8 @@ class RefProcess:
             return f"its pytest process was killed by {name}"
         return f"its pytest process exited with code {code}"
 
-    def offers(self, feature: Literal["in_process_blocks", "budgeted_experiments", "profiles_blocks"]) -> bool:
+    def offers(self, feature: Literal["in_process_blocks", "budgeted_experiments", "profiles_blocks",
+                                      "redraws_worlds"]) -> bool:
         """Whether this server's hello announced ``feature`` (a server that predates it does not)."""
         return self.hello is not None and bool(self.hello.get(feature, False))
 
@@ -189,10 +190,11 @@ class RefProcess:
         return message
 
     def block(self, nodeid: str, rounds: int, warmup: int, iterations: int, timeout_s: float,
-              whole_experiment: bool = False, profile: bool = False) -> BlockAnswer:
+              whole_experiment: bool = False, profile: bool = False, fresh_world: bool = False) -> BlockAnswer:
         """Run one block of ``nodeid`` in B; RefError when B went away or broke the protocol.
         ``whole_experiment``: experiments train in full; ``profile``: the answer carries where the block's
-        time went (``measure/op_profile.py``). A server that predates either ignores it."""
+        time went (``measure/op_profile.py``); ``fresh_world``: the block runs on a newly started world. A
+        server that predates any of them ignores it."""
         if self.channel is None:
             raise RefError(f"{self.launch.speaker} stopped serving earlier in this run (see the first case "
                            f"that reported it); its pytest output is in {self.named_log()}")
@@ -203,6 +205,8 @@ class RefProcess:
                 request["whole_experiment"] = True
             if profile:
                 request["profile"] = True
+            if fresh_world:
+                request["fresh_world"] = True
             self.channel.send(request)
             message = self.channel.receive(timeout_s)
         except (ProtocolError, OSError) as exc:

@@ -77,6 +77,7 @@ class Stage:
     a_first: list[bool] = field(default_factory=list)
     canary_a: list[float] = field(default_factory=list)
     canary_b: list[float] = field(default_factory=list)
+    fresh_world: list[bool] = field(default_factory=list)  # per pair: both blocks ran on newly started worlds
     adjust: bool = False
 
     @property
@@ -103,11 +104,15 @@ class Stage:
 
     def record(self) -> dict[str, Any]:
         """The stage's raw evidence for the results file: per pair, which side ran first, per metric A's and
-        B's block medians, and the canary beside each side's block (so a decision can be replayed, or re-made
-        with another rule, with or without the canary adjustment)."""
-        return {"a_first": list(self.a_first), "a": {k: list(v) for k, v in self.a.items()},
-                "b": {k: list(v) for k, v in self.b.items()},
-                "canary": {"a": list(self.canary_a), "b": list(self.canary_b)}}
+        B's block medians, the canary beside each side's block (so a decision can be replayed, or re-made
+        with another rule, with or without the canary adjustment), and, when worlds were redrawn, which pairs
+        ran on fresh ones."""
+        record = {"a_first": list(self.a_first), "a": {k: list(v) for k, v in self.a.items()},
+                  "b": {k: list(v) for k, v in self.b.items()},
+                  "canary": {"a": list(self.canary_a), "b": list(self.canary_b)}}
+        if any(self.fresh_world):
+            record["fresh_world"] = list(self.fresh_world)
+        return record
 
 
 class BlockFailed(Exception):
@@ -165,6 +170,7 @@ class PairedGate:
         self.alpha = alpha
         self.budget_s = settings.pair_budget_s
         self.canary_adjust = settings.canary_adjust
+        self.redraw_every = settings.redraw_worlds  # pairs between fresh worlds; 0: worlds kept
         self.ref = RefProcess(launch)
         self.own = RefProcess(own)  # A's blocks: the working tree's cases in a server like B's
         self.own_cases: dict[str, str] = {}  # case key -> node id in A's block server
@@ -304,8 +310,11 @@ class PairedGate:
             return
         plan = block_plan(case, self.settings.block_seconds)
         judgement.plan = plan
-        warm = self._ref_block(item, plan.warm_up())  # B's warm-up: discarded, tells which metrics B records
-        self._own_block(item, plan.warm_up())  # A's, discarded: both servers' ranks have run the same work
+        redraw = self._redraws()
+        self._note_kept_worlds(judgement)
+        # B's warm-up: discarded, tells which metrics B records (a case starts on fresh worlds when they are redrawn)
+        warm = self._ref_block(item, plan.warm_up(), fresh_world=redraw)
+        self._own_block(item, plan.warm_up(), fresh_world=redraw)  # A's, discarded: both sides ran the same work
         changed_unit = {n for n, m in directed.items() if n in warm and warm[n].get("unit") != m.unit}
         timed = [Timed(n, m.better, m.unit) for n, m in directed.items()
                  if n not in SINGLE_READING_METRICS and m.better is not None and n in warm and n not in changed_unit]
@@ -467,22 +476,36 @@ class PairedGate:
         self.one_rank_throughput[item.scaling_family] = OneRankBase(est, *_throughput_medians(first, decisive),
                                                                     judgement.budget_spent)
 
-    def _ref_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
-        return dict(self._ref_answer(item, plan)["metrics"])
+    def _redraws(self) -> bool:
+        """Whether blocks run on worlds started afresh every ``redraw_every`` pairs: asked for, and both servers
+        can."""
+        return self.redraw_every > 0 and self.ref.offers("redraws_worlds") and self.own.offers("redraws_worlds")
 
-    def _ref_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> BlockAnswer:
+    def _note_kept_worlds(self, judgement: CaseJudgement) -> None:
+        """Redrawn worlds were asked for and a server cannot start them: say which, and its version."""
+        unable = [server for server in (self.ref, self.own) if not server.offers("redraws_worlds")]
+        if self.redraw_every > 0 and unable:
+            judgement.notes.append(f"worlds kept, not redrawn: {unable[0].launch.speaker} (pytest-dmlbench "
+                                   f"{unable[0].plugin_version}) cannot start fresh ones for its blocks")
+
+    def _ref_block(self, item: JudgedItem, plan: BlockPlan, fresh_world: bool = False) -> dict[str, Any]:
+        return dict(self._ref_answer(item, plan, fresh_world=fresh_world)["metrics"])
+
+    def _ref_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False,
+                    fresh_world: bool = False) -> BlockAnswer:
         ref_nodeid = self.ref_cases[case_key(item.nodeid, item.path, self.launch.repo_root)]
         answer = self.ref.block(ref_nodeid, plan.rounds, self.settings.block_warmup, plan.iterations,
-                                item.timeout_s + 60.0, profile=profile)
+                                item.timeout_s + 60.0, profile=profile, fresh_world=fresh_world)
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: not compared with REF {self.launch.label}: the case "
                               f"{answer['status']} there.\n{answer['message']}")
         return answer
 
-    def _own_block(self, item: JudgedItem, plan: BlockPlan) -> dict[str, Any]:
-        return dict(self._own_answer(item, plan)["metrics"])
+    def _own_block(self, item: JudgedItem, plan: BlockPlan, fresh_world: bool = False) -> dict[str, Any]:
+        return dict(self._own_answer(item, plan, fresh_world=fresh_world)["metrics"])
 
-    def _own_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False) -> BlockAnswer:
+    def _own_answer(self, item: JudgedItem, plan: BlockPlan, profile: bool = False,
+                    fresh_world: bool = False) -> BlockAnswer:
         """A block of the working tree's case, in A's block server (never in this session's worlds)."""
         # beside a REF whose experiments train in full in every block, A's do too, so both measure the same work
         whole = not self.ref.offers("budgeted_experiments")
@@ -491,7 +514,8 @@ class PairedGate:
             raise BlockFailed(f"{item.nodeid}: {self.own.launch.speaker} did not collect this case, so its "
                               f"blocks cannot run; its pytest output is in {self.own.named_log()}")
         answer = self.own.block(own_nodeid, plan.rounds, self.settings.block_warmup, plan.iterations,
-                                item.timeout_s + 60.0, whole_experiment=whole, profile=profile)
+                                item.timeout_s + 60.0, whole_experiment=whole, profile=profile,
+                                fresh_world=fresh_world)
         if answer["status"] != "passed":
             raise BlockFailed(f"{item.nodeid}: a block of the working tree's case {answer['status']} after its "
                               f"ordinary run passed.\n{answer['message']}")
@@ -501,15 +525,17 @@ class PairedGate:
         """The clock the pair budget is spent on (a replayed night advances its own)."""
         return time.monotonic()
 
-    def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed]) -> dict[str, Any]:
+    def _pair(self, item: JudgedItem, plan: BlockPlan, stage: Stage, timed: Sequence[Timed],
+              fresh_world: bool = False) -> dict[str, Any]:
         a_first = self.rng.random() < 0.5
         if a_first:
-            a, canary_a = _beside_canary(lambda: self._own_block(item, plan))
-            b, canary_b = _beside_canary(lambda: self._ref_block(item, plan))
+            a, canary_a = _beside_canary(lambda: self._own_block(item, plan, fresh_world))
+            b, canary_b = _beside_canary(lambda: self._ref_block(item, plan, fresh_world))
         else:
-            b, canary_b = _beside_canary(lambda: self._ref_block(item, plan))
-            a, canary_a = _beside_canary(lambda: self._own_block(item, plan))
+            b, canary_b = _beside_canary(lambda: self._ref_block(item, plan, fresh_world))
+            a, canary_a = _beside_canary(lambda: self._own_block(item, plan, fresh_world))
         stage.a_first.append(a_first)
+        stage.fresh_world.append(fresh_world)
         stage.canary_a.append(canary_a)
         stage.canary_b.append(canary_b)
         for t in timed:
@@ -547,7 +573,9 @@ class PairedGate:
                 judgement.notes.append(f"{which}pair budget of {judgement.budget_s:g} s spent after {stage.pairs} "
                                        "pairs")
                 return stage
-            readings.append(self._pair(item, plan, stage, timed))
+            done = sum(judgement.stages) + stage.pairs  # the case's pairs so far, over its stages
+            fresh = self._redraws() and done > 0 and done % self.redraw_every == 0
+            readings.append(self._pair(item, plan, stage, timed, fresh))
             if self.on_pair is not None:
                 self.on_pair(item.nodeid, sum(judgement.stages) + stage.pairs)
 

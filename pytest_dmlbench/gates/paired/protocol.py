@@ -21,7 +21,9 @@ A -> B, any number of times (B answers each before reading the next)::
 Optional, ignored by servers that predate them: ``"whole_experiment": true`` trains experiments in full;
 ``"profile": true`` runs the block under the operator profiler, and the result then carries
 ``"profile": {"wall_s": ..., "seconds": {...}, "calls": {...}}`` (rank 0's; servers that profile say
-``"profiles_blocks": true`` in their hello).)
+``"profiles_blocks": true`` in their hello); ``"fresh_world": true`` stops the world the server keeps before the
+block, so that the block runs on newly started ranks (servers that do say ``"redraws_worlds": true``; cases
+recorded in the pytest process have no world, and run as ever).)
 
 B -> A, the answer: ``status`` is passed, failed, skipped or unknown (no such case in REF)::
 
@@ -78,6 +80,7 @@ class Hello(_HelloFields, total=False):
     in_process_blocks: bool  # serves blocks of figures recorded in the pytest process
     budgeted_experiments: bool  # trains experiment files within a block's budget
     profiles_blocks: bool  # answers ``"profile": true`` with the block's operator profile
+    redraws_worlds: bool  # honours ``"fresh_world": true``: the block runs on a newly started world
 
 
 class _BlockRequestFields(TypedDict):
@@ -93,6 +96,7 @@ class BlockRequest(_BlockRequestFields, total=False):
     iterations: int
     whole_experiment: bool
     profile: bool
+    fresh_world: bool
 
 
 class _BlockAnswerFields(TypedDict):

@@ -20,8 +20,8 @@ from pytest_dmlbench.gates.paired.protocol import (
 # one required, is something a version-1 peer would misread: bump PROTOCOL_VERSION instead of this table.
 SCHEMA_V1 = {
     "hello": ({"type", "protocol", "plugin_version", "plugin_file", "cases"},
-              {"in_process_blocks", "budgeted_experiments", "profiles_blocks"}),
-    "block": ({"type", "nodeid", "rounds", "warmup"}, {"iterations", "whole_experiment", "profile"}),
+              {"in_process_blocks", "budgeted_experiments", "profiles_blocks", "redraws_worlds"}),
+    "block": ({"type", "nodeid", "rounds", "warmup"}, {"iterations", "whole_experiment", "profile", "fresh_world"}),
     "result": ({"type", "nodeid", "status", "message", "elapsed_s", "metrics"}, {"profile"}),
     "end": ({"type"}, set()),
     "error": ({"type", "message"}, set()),
