@@ -136,11 +136,11 @@ def test_the_gate_shows_pairs_done_without_flooding_the_log(pytester: pytest.Pyt
 def test_the_paired_gate_reports_each_pair() -> None:
     gate = PairedGate.__new__(PairedGate)  # no REF process: only the stage loop is exercised
     gate.rule, gate.alpha = SequentialRule(), 0.01
-    gate.on_pair, gate.canary_adjust = None, False
+    gate.on_pair, gate.canary_adjust, gate.redraw_every = None, False, 0
     stage_args = (SimpleNamespace(nodeid="t.py::test_x"), None, [], 5.0, [], time.monotonic(), CaseJudgement("x"),
                   0.01)
 
-    def fake_pair(item: object, plan: object, stage: object, timed: object) -> dict[str, object]:
+    def fake_pair(item: object, plan: object, stage: object, timed: object, fresh_world: bool) -> dict[str, object]:
         stage.a_first.append(True)  # type: ignore[attr-defined]
         return {"a": {}, "b": {}}
 

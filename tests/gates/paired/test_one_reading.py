@@ -136,8 +136,8 @@ class _Diverging(ReplayGate):
     """A replay whose confirmation pairs read throughput with noise of its own: the figures that were one
     reading in the first stage move apart in the second."""
 
-    def _pair(self, item: Any, plan: Any, stage: Any, timed: Any) -> dict[str, Any]:
-        answer = super()._pair(item, plan, stage, timed)
+    def _pair(self, item: Any, plan: Any, stage: Any, timed: Any, fresh_world: bool = False) -> dict[str, Any]:
+        answer = super()._pair(item, plan, stage, timed, fresh_world)
         if self.judgements[-1].stages:  # the first stage is done: this is a confirmation pair
             stage.a["algbw_gbps"][-1] *= 1 + 0.01 * random.Random(len(stage.a_first)).gauss(0, 1)
         return answer
