@@ -15,7 +15,10 @@ Per session, from its results file (every stage's pairs of ``step_time_s``, in o
   With worlds kept, it holds what a world and what a server keep; with worlds redrawn, only what a server keeps;
 * with worlds redrawn, the offset one world has: per case a one-way random-effects analysis of the pairs
   grouped by world (between-world mean square less within, over the effective group size), averaged over
-  cases, as a spread in %, with a bootstrap 95 % upper bound.
+  cases, as a spread in %, with a bootstrap 95 % upper bound;
+* with worlds kept, the same analysis over consecutive pairs grouped as if worlds had been redrawn every
+  ``--control-groups`` pairs (default 2): the control, which reads about zero unless neighbouring pairs share
+  something besides their world (a slow phase of the machine).
 
     python ci/world_redraw.py --select bench_cases/test_collectives.py --settings 0 4 4 0 --out-dir redraw
     python ci/world_redraw.py --summarize redraw/*.json
@@ -89,7 +92,7 @@ def world_spread(components: list[float], rng: random.Random) -> tuple[float, fl
             100 * math.sqrt(max(0.0, means[int(0.95 * BOOTSTRAP)])))
 
 
-def summarize(paths: list[Path], seed: int = 0) -> list[str]:
+def summarize(paths: list[Path], seed: int = 0, control_groups: int = 2) -> list[str]:
     """One block of lines per session file."""
     rng = random.Random(seed)
     lines = []
@@ -105,7 +108,8 @@ def summarize(paths: list[Path], seed: int = 0) -> list[str]:
             pairs = sum(paired.get("pairs_per_stage") or [])
             if pairs and case["nodeid"] in cases:
                 per_pair.append(float(paired.get("seconds") or 0.0) / pairs)
-        head = (f"{path.name}: redraw every {session.get('redraw', '?')} pair(s), "
+        options = "".join(f" {option}" for option in session.get("extra", []))
+        head = (f"{path.name}: redraw every {session.get('redraw', '?')} pair(s){options}, "
                 f"{session.get('wall_s', math.nan):.0f} s, {len(cases)} cases of {MIN_PAIRS}+ pairs")
         if not cases:
             lines.append(head + ": none")
@@ -120,6 +124,13 @@ def summarize(paths: list[Path], seed: int = 0) -> list[str]:
             worlds = statistics.median(len(ws) for ws in cases.values())
             lines.append(f"  kept by one world (between worlds, {len(components)} cases, median {worlds:g} worlds "
                          f"a case): spread {spread:.2f} % (95 % upper bound {upper:.2f} %)")
+        elif control_groups > 0:
+            grouped = [[v[i:i + control_groups] for i in range(0, len(v), control_groups)] for v in flat.values()]
+            control = [c for ws in grouped if (c := world_variance(ws)) is not None]
+            if control:
+                spread, upper = world_spread(control, rng)
+                lines.append(f"  control, consecutive pairs of one kept world in groups of {control_groups} "
+                             f"({len(control)} cases): spread {spread:.2f} % (95 % upper bound {upper:.2f} %)")
     return lines
 
 
@@ -139,13 +150,13 @@ def aa_clone(source: Path, folder: Path) -> Path:
 
 
 def run_session(clone: Path, select: list[str], redraw: int, threshold: float, budget: float,
-                out: Path) -> float:
+                out: Path, extra: list[str]) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(clone), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *select,
                "--dmlbench", "--world-size", "4", "--dmlbench-against", "HEAD~1",
                "--dmlbench-threshold", f"{threshold:g}", "--dmlbench-pair-budget", f"{budget:g}",
-               "--dmlbench-redraw-worlds", str(redraw), "--dmlbench-json", str(out)]
+               "--dmlbench-redraw-worlds", str(redraw), "--dmlbench-json", str(out), *extra]
     begin = time.monotonic()
     done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=7200)
     wall = time.monotonic() - begin
@@ -153,7 +164,7 @@ def run_session(clone: Path, select: list[str], redraw: int, threshold: float, b
         raise SystemExit(f"world_redraw: the session wrote no results (exit {done.returncode}):\n"
                          f"{(done.stdout + done.stderr)[-3000:]}")
     document = json.loads(out.read_text())
-    document["session_note"] = {"redraw": redraw, "wall_s": wall, "exit": done.returncode}
+    document["session_note"] = {"redraw": redraw, "wall_s": wall, "exit": done.returncode, "extra": extra}
     out.write_text(json.dumps(document))
     return wall
 
@@ -166,12 +177,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="--dmlbench-redraw-worlds per session, in order (default 0 4 4 0)")
     parser.add_argument("--threshold", type=float, default=2.0)
     parser.add_argument("--pair-budget", type=float, default=20.0, help="seconds of pairs per case and stage")
+    parser.add_argument("--extra", default="", help="more options for every session, e.g. "
+                        "--extra=--dmlbench-mmap-threshold=131072")
     parser.add_argument("--out-dir", type=Path, default=None, help="where the session files go (default: a temp dir)")
     parser.add_argument("--summarize", nargs="+", type=Path, metavar="JSON", help="only summarize these files")
+    parser.add_argument("--control-groups", type=int, default=2,
+                        help="kept-world sessions: group consecutive pairs by this many for the control (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.summarize:
-        print("\n".join(summarize(args.summarize, args.seed)))
+        print("\n".join(summarize(args.summarize, args.seed, args.control_groups)))
         return 0
     if any(k < 0 for k in args.settings):
         parser.error(f"--settings {args.settings}: each is a number of pairs >= 0")
@@ -182,10 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         files = []
         for index, redraw in enumerate(args.settings):
             out = out_dir / f"session{index}-redraw{redraw}.json"
-            wall = run_session(clone, args.select, redraw, args.threshold, args.pair_budget, out.resolve())
+            wall = run_session(clone, args.select, redraw, args.threshold, args.pair_budget, out.resolve(),
+                               args.extra.split())
             print(f"session {index}: redraw {redraw}, {wall:.0f} s -> {out}", flush=True)
             files.append(out)
-    print("\n".join(summarize(files, args.seed)))
+    print("\n".join(summarize(files, args.seed, args.control_groups)))
     return 0
 
 

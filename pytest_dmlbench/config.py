@@ -34,6 +34,8 @@ DEFAULT_PAIR_BUDGET_S = 60.0
 DEFAULT_RUN_ALPHA = 0.01  # the paired gate's chance of a red run on unchanged code (gates/run_level.py)
 DEFAULT_BLOCK_SECONDS = 0.2  # paired gate: measured time one block aims at (short: a pair's blocks close in time)
 DEFAULT_BLOCK_WARMUP = 2  # paired gate: untimed rounds before each block's timed ones
+MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"  # glibc's: a fixed threshold, no dynamic adjustment
+DEFAULT_MMAP_THRESHOLD = 0  # paired gate: the block servers' fixed glibc mmap threshold in bytes (0: glibc's own)
 DEFAULT_REDRAW_WORLDS = 0  # paired gate: pairs between fresh worlds for a case's blocks (0: a world is kept)
 
 
@@ -73,6 +75,11 @@ def parse_warmup_rounds(value: Any, source: str = "--dmlbench-block-warmup") -> 
 def parse_redraw_worlds(value: Any, source: str = "--dmlbench-redraw-worlds") -> int:
     """A whole number of pairs >= 0 (0: the block servers keep their worlds)."""
     return parse_count(value, source, minimum=0, example=4)
+
+
+def parse_mmap_threshold(value: Any, source: str = "--dmlbench-mmap-threshold") -> int:
+    """A number of bytes >= 0 (0: glibc's own, dynamic threshold)."""
+    return parse_count(value, source, minimum=0, example=131072)
 
 
 def parse_backend(value: Any, source: str = "--dmlbench-backend") -> str:
@@ -168,6 +175,7 @@ class DmlbenchConfig:
     block_seconds: float = DEFAULT_BLOCK_SECONDS  # paired gate: measured time one block aims at
     block_warmup: int = DEFAULT_BLOCK_WARMUP  # paired gate: untimed rounds before each block's timed ones
     redraw_worlds: int = DEFAULT_REDRAW_WORLDS  # paired gate: both sides start fresh worlds every this many pairs
+    mmap_threshold: int = DEFAULT_MMAP_THRESHOLD  # paired gate: the block servers' fixed mmap threshold (0: dynamic)
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
 
 
@@ -270,6 +278,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     block_seconds = _value(config, "dmlbench_block_seconds")
     block_warmup = _value(config, "dmlbench_block_warmup")
     redraw_worlds = _value(config, "dmlbench_redraw_worlds")
+    mmap_threshold = _value(config, "dmlbench_mmap_threshold")
     smoke = bool(_value(config, "dmlbench_smoke"))
     scope: InconclusiveScope = ("all" if _value(config, "dmlbench_fail_on_inconclusive")
                                 else "untestable" if _value(config, "dmlbench_fail_on_untestable") else "none")
@@ -317,5 +326,6 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
                        else parse_positive_seconds(block_seconds, "--dmlbench-block-seconds")),
         block_warmup=DEFAULT_BLOCK_WARMUP if block_warmup is None else parse_warmup_rounds(block_warmup),
         redraw_worlds=DEFAULT_REDRAW_WORLDS if redraw_worlds is None else parse_redraw_worlds(redraw_worlds),
+        mmap_threshold=DEFAULT_MMAP_THRESHOLD if mmap_threshold is None else parse_mmap_threshold(mmap_threshold),
         smoke=smoke,
     )

@@ -45,6 +45,7 @@ class RefLaunch:
     label: str  # REF as the user gave it, with its commit
     side: str = ""  # how messages name this server; "REF <label>" when empty
     tree_first: bool = True  # the worktree goes first on PYTHONPATH (REF's code); False: A's own sys.path
+    environment: tuple[tuple[str, str], ...] = ()  # variables set for the server, its zygote and its ranks
 
     @property
     def speaker(self) -> str:
@@ -94,6 +95,7 @@ class RefProcess:
         from_b_read, from_b_write = os.pipe()
         env = dict(os.environ)
         env[FDS_ENV] = f"{to_b_read},{from_b_write}"
+        env.update(self.launch.environment)
         if self.launch.tree_first:
             env["PYTHONPATH"] = python_path(self.launch.worktree, env.get("PYTHONPATH"))
         self.launch.log_path.parent.mkdir(parents=True, exist_ok=True)

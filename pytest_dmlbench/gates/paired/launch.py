@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.config import DmlbenchConfig
+from pytest_dmlbench.config import MMAP_THRESHOLD_ENV, DmlbenchConfig
 from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.paired.client import RefLaunch
 from pytest_dmlbench.gates.paired.worktree import Worktree, checkout, repository_root, resolve_commit
@@ -109,6 +109,14 @@ def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
     return options
 
 
+def server_environment(settings: DmlbenchConfig) -> tuple[tuple[str, str], ...]:
+    """Variables both block servers start with: glibc's fixed mmap threshold, when asked for (set at process
+    start, read by glibc then, inherited by the zygote and every rank it forks; other C libraries ignore it)."""
+    if settings.mmap_threshold == 0:
+        return ()
+    return ((MMAP_THRESHOLD_ENV, str(settings.mmap_threshold)),)
+
+
 OWN_SIDE = "the working tree's block server"
 
 
@@ -122,7 +130,7 @@ def own_launch(config: pytest.Config, settings: DmlbenchConfig, ref: RefLaunch) 
     log = Path(tempfile.mkdtemp(prefix="dmlbench-own-")) / "own-pytest.log"
     return RefLaunch(worktree=ref.repo_root, repo_root=ref.repo_root, cwd=Path(config.invocation_params.dir),
                      args=[*ref_options(config, settings), *map(str, config.args)], log_path=log, label="HEAD",
-                     side=OWN_SIDE, tree_first=False)
+                     side=OWN_SIDE, tree_first=False, environment=ref.environment)
 
 
 def prepare(config: pytest.Config, settings: DmlbenchConfig, ref: str) -> tuple[RefLaunch, Worktree]:
@@ -139,4 +147,5 @@ def prepare(config: pytest.Config, settings: DmlbenchConfig, ref: str) -> tuple[
     log = Path(tempfile.mkdtemp(prefix="dmlbench-ref-")) / "ref-pytest.log"
     label = ref if ref.startswith(commit[:7]) else f"{ref} ({commit[:12]})"
     args = [*ref_options(config, settings), *_mapped_args(config, root.resolve(), tree.path)]
-    return RefLaunch(worktree=tree.path, repo_root=root, cwd=cwd, args=args, log_path=log, label=label), tree
+    return RefLaunch(worktree=tree.path, repo_root=root, cwd=cwd, args=args, log_path=log, label=label,
+                     environment=server_environment(settings)), tree
