@@ -35,6 +35,7 @@ DEFAULT_RUN_ALPHA = 0.01  # the paired gate's chance of a red run on unchanged c
 DEFAULT_BLOCK_SECONDS = 0.2  # paired gate: measured time one block aims at (short: a pair's blocks close in time)
 DEFAULT_BLOCK_WARMUP = 2  # paired gate: untimed rounds before each block's timed ones
 MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"  # glibc's: a fixed threshold, no dynamic adjustment
+TRIM_THRESHOLD_ENV = "MALLOC_TRIM_THRESHOLD_"  # set to twice the mmap threshold, as glibc's own adjustment does
 DEFAULT_MMAP_THRESHOLD = 0  # paired gate: the block servers' fixed glibc mmap threshold in bytes (0: glibc's own)
 DEFAULT_REDRAW_WORLDS = 0  # paired gate: pairs between fresh worlds for a case's blocks (0: a world is kept)
 

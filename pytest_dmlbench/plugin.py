@@ -129,9 +129,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      "speed a world keeps for as long as it lives counts as noise of the pairs rather than as a change; 0 keeps "
      f"each world for the whole run (default {DEFAULT_REDRAW_WORLDS})"),
     ("--dmlbench-mmap-threshold", "dmlbench_mmap_threshold", {"metavar": "BYTES"},
-     "with --dmlbench-against: both block servers and their ranks run with glibc's mmap threshold fixed at BYTES, "
-     "so that a large tensor is allocated the same way in every world whatever ran before it (glibc otherwise "
-     f"raises the threshold as memory is freed); 0 leaves glibc's own (default {DEFAULT_MMAP_THRESHOLD})"),
+     "with --dmlbench-against: both block servers and their ranks run with glibc's mmap threshold fixed at BYTES "
+     "(its trim threshold at twice that), so that a large tensor is allocated the same way in every world whatever "
+     "ran before it (glibc otherwise raises both as memory is freed); 0 leaves glibc's own "
+     f"(default {DEFAULT_MMAP_THRESHOLD})"),
 ]
 SHORT_FORMS = {"--dmlbench-world-size": ("--world-size",)}  # the one option users type most, kept short
 _FLAGS: list[tuple[str, str, str]] = [

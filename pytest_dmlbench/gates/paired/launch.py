@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.config import MMAP_THRESHOLD_ENV, DmlbenchConfig
+from pytest_dmlbench.config import MMAP_THRESHOLD_ENV, TRIM_THRESHOLD_ENV, DmlbenchConfig
 from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.paired.client import RefLaunch
 from pytest_dmlbench.gates.paired.worktree import Worktree, checkout, repository_root, resolve_commit
@@ -110,11 +110,12 @@ def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
 
 
 def server_environment(settings: DmlbenchConfig) -> tuple[tuple[str, str], ...]:
-    """Variables both block servers start with: glibc's fixed mmap threshold, when asked for (set at process
-    start, read by glibc then, inherited by the zygote and every rank it forks; other C libraries ignore it)."""
+    """Variables both block servers start with: glibc's mmap threshold fixed, and its trim threshold at twice
+    that (where glibc's own adjustment puts it), when asked for. glibc reads them at process start; the zygote
+    and every rank it forks inherit them; other C libraries ignore them."""
     if settings.mmap_threshold == 0:
         return ()
-    return ((MMAP_THRESHOLD_ENV, str(settings.mmap_threshold)),)
+    return ((MMAP_THRESHOLD_ENV, str(settings.mmap_threshold)), (TRIM_THRESHOLD_ENV, str(2 * settings.mmap_threshold)))
 
 
 OWN_SIDE = "the working tree's block server"

@@ -49,7 +49,8 @@ ALLOCATING_CASE = """
             mapped = mapped_blocks() - before
             del second
             with OUT.open("a") as out:
-                out.write(f"{os.environ.get('MALLOC_MMAP_THRESHOLD_', '-')} {mapped}\\n")
+                out.write(f"{os.environ.get('MALLOC_MMAP_THRESHOLD_', '-')} "
+                          f"{os.environ.get('MALLOC_TRIM_THRESHOLD_', '-')} {mapped}\\n")
 """
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the mmap threshold is glibc's")
@@ -83,9 +84,9 @@ def test_every_block_maps_its_large_allocation_when_the_threshold_is_fixed(tmp_p
     paired, lines = _paired_lines(tmp_path, "--dmlbench-mmap-threshold", "131072")
     assert paired["mmap_threshold"] == 131072
     ordinary, blocks = lines[0], lines[1:]
-    assert ordinary == "- 0"  # the session's own run is not a block server's: glibc's dynamic threshold
+    assert ordinary == "- - 0"  # the session's own run is not a block server's: glibc's dynamic threshold
     assert len(blocks) == 2 * (1 + sum(paired["pairs_per_stage"])), lines  # both servers, warm-up and pairs
-    assert set(blocks) == {"131072 1"}, lines
+    assert set(blocks) == {"131072 262144 1"}, lines
 
 
 @glibc_only
@@ -93,4 +94,4 @@ def test_without_the_option_a_freed_block_raises_the_threshold_in_every_world(tm
     """The negative control: glibc's own threshold serves the second 16 MB from the heap, on both sides."""
     paired, lines = _paired_lines(tmp_path)
     assert paired["mmap_threshold"] == 0
-    assert set(lines) == {"- 0"}, lines
+    assert set(lines) == {"- - 0"}, lines
