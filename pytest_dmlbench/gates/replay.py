@@ -143,7 +143,7 @@ class ReplayGate(PairedGate):
                  rule: SequentialRule | None = None, canary_adjust: bool = False) -> None:
         self.rule = rule or SequentialRule()
         self.canary_adjust = canary_adjust
-        self.redraw_every = 0  # recorded pairs: no worlds to redraw
+        self.redraw_every, self.kept_worlds_note = 0, None  # recorded pairs: no worlds to redraw
         self.alpha = DEFAULT_ALPHA
         self.run_rule = RunLevelRule(run_alpha, judged_cases)
         self.settings = cast(Any, SimpleNamespace(fail_on_improvement=fail_on_improvement))

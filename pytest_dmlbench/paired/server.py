@@ -92,8 +92,7 @@ def _kept_worlds(session: pytest.Session) -> Any:
 
 def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, iterations: int,
            whole_experiment: bool = False, profile: bool = False, fresh_world: bool = False) -> BlockResult:
-    pool = _kept_worlds(item.session)
-    if fresh_world and pool is not None:
+    if fresh_world and (pool := _kept_worlds(item.session)) is not None:
         pool.stop_kept_worlds()  # the case's next run starts a world of newly forked ranks
     try:
         slot.switch_to(item)

@@ -170,7 +170,8 @@ class PairedGate:
         self.alpha = alpha
         self.budget_s = settings.pair_budget_s
         self.canary_adjust = settings.canary_adjust
-        self.redraw_every = settings.redraw_worlds  # pairs between fresh worlds; 0: worlds kept
+        self.redraw_every = 0  # pairs between fresh worlds, once both servers said they can (ready); 0: kept
+        self.kept_worlds_note: str | None = None  # why worlds are kept although redrawn ones were asked for
         self.ref = RefProcess(launch)
         self.own = RefProcess(own)  # A's blocks: the working tree's cases in a server like B's
         self.own_cases: dict[str, str] = {}  # case key -> node id in A's block server
@@ -209,6 +210,7 @@ class PairedGate:
                           for c in hello["cases"]}
         self.own_cases = {case_key(c["nodeid"], Path(c["file"]), self.launch.repo_root): c["nodeid"]
                           for c in own_hello["cases"]}
+        self.redraw_every, self.kept_worlds_note = self._redraw_interval(self.settings.redraw_worlds)
 
     def close(self) -> None:
         self.ref.close()
@@ -311,8 +313,9 @@ class PairedGate:
             return
         plan = block_plan(case, self.settings.block_seconds)
         judgement.plan = plan
-        redraw = self._redraws()
-        self._note_kept_worlds(judgement)
+        redraw = self.redraw_every > 0
+        if self.kept_worlds_note is not None:
+            judgement.notes.append(self.kept_worlds_note)
         # B's warm-up: discarded, tells which metrics B records (a case starts on fresh worlds when they are redrawn)
         warm = self._ref_block(item, plan.warm_up(), fresh_world=redraw)
         self._own_block(item, plan.warm_up(), fresh_world=redraw)  # A's, discarded: both sides ran the same work
@@ -477,17 +480,14 @@ class PairedGate:
         self.one_rank_throughput[item.scaling_family] = OneRankBase(est, *_throughput_medians(first, decisive),
                                                                     judgement.budget_spent)
 
-    def _redraws(self) -> bool:
-        """Whether blocks run on worlds started afresh every ``redraw_every`` pairs: asked for, and both servers
-        can."""
-        return self.redraw_every > 0 and self.ref.offers("redraws_worlds") and self.own.offers("redraws_worlds")
-
-    def _note_kept_worlds(self, judgement: CaseJudgement) -> None:
-        """Redrawn worlds were asked for and a server cannot start them: say which, and its version."""
+    def _redraw_interval(self, asked: int) -> tuple[int, str | None]:
+        """The pairs between fresh worlds (0: worlds kept), from ``asked`` and both servers' hellos; when a
+        server cannot start fresh worlds, 0 and a note naming it and its version."""
         unable = [server for server in (self.ref, self.own) if not server.offers("redraws_worlds")]
-        if self.redraw_every > 0 and unable:
-            judgement.notes.append(f"worlds kept, not redrawn: {unable[0].launch.speaker} (pytest-dmlbench "
-                                   f"{unable[0].plugin_version}) cannot start fresh ones for its blocks")
+        if asked == 0 or not unable:
+            return asked, None
+        return 0, (f"worlds kept, not redrawn: {unable[0].launch.speaker} (pytest-dmlbench "
+                   f"{unable[0].plugin_version}) cannot start fresh ones for its blocks")
 
     def _ref_block(self, item: JudgedItem, plan: BlockPlan, fresh_world: bool = False) -> dict[str, Any]:
         return dict(self._ref_answer(item, plan, fresh_world=fresh_world)["metrics"])
@@ -575,7 +575,7 @@ class PairedGate:
                                        "pairs")
                 return stage
             done = sum(judgement.stages) + stage.pairs  # the case's pairs so far, over its stages
-            fresh = self._redraws() and done > 0 and done % self.redraw_every == 0
+            fresh = self.redraw_every > 0 and done > 0 and done % self.redraw_every == 0
             readings.append(self._pair(item, plan, stage, timed, fresh))
             if self.on_pair is not None:
                 self.on_pair(item.nodeid, sum(judgement.stages) + stage.pairs)

@@ -4,16 +4,15 @@ the option glibc raises the threshold once a mapped block is freed, and the next
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_dmlbench.config import parse_mmap_threshold
 from pytest_dmlbench.errors import ConfigError
-from tests.conftest import run_pytest
-from tests.gates.paired.gitrepo import make_repo
+from tests.gates.paired.one_case_run import paired_one_case
 
 # rank 0 frees a 16 MB block, allocates another and writes whether that one was mapped (glibc's mallinfo2)
 ALLOCATING_CASE = """
@@ -56,15 +55,8 @@ ALLOCATING_CASE = """
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the mmap threshold is glibc's")
 
 
-def _paired_lines(tmp_path: Path, *options: str) -> tuple[dict[str, object], list[str]]:
-    repo = make_repo(tmp_path / "repo", **{"test_allocating.py": ALLOCATING_CASE})
-    results = tmp_path / "results.json"
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-block-seconds", "0.05",
-                     "--dmlbench-json", str(results), *options, timeout=600,
-                     ALLOCATIONS_FILE=str(tmp_path / "allocations.txt"))
-    assert run.returncode == 0, run.output[-3000:]
-    paired = json.loads(results.read_text())["cases"][0]["extra"]["paired"]
-    return paired, (tmp_path / "allocations.txt").read_text().splitlines()
+def _paired_lines(tmp_path: Path, *options: str) -> tuple[dict[str, Any], list[str]]:
+    return paired_one_case(tmp_path, "test_allocating.py", ALLOCATING_CASE, "ALLOCATIONS_FILE", *options)
 
 
 @pytest.mark.parametrize("text, value", [("0", 0), (" 131072 ", 131072)])

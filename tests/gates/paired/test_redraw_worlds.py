@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -13,11 +12,10 @@ import pytest
 from pytest_dmlbench.config import parse_redraw_worlds
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
-from pytest_dmlbench.gates.paired.gate import CaseJudgement
 from pytest_dmlbench.gates.paired.protocol import PROTOCOL_VERSION, Channel, Hello
 from pytest_dmlbench.gates.replay import ReplayGate
 from tests.conftest import run_pytest
-from tests.gates.paired.gitrepo import make_repo
+from tests.gates.paired.one_case_run import paired_one_case
 
 # rank 0 writes its process id once per run of the body, both sides into one file (REF's copy of the case
 # lives in REF's worktree): a fresh world forks new rank processes
@@ -41,13 +39,7 @@ PID_CASE = """
 
 
 def _paired_run(tmp_path: Path, *options: str) -> tuple[dict[str, Any], list[str]]:
-    repo = make_repo(tmp_path / "repo", **{"test_pid.py": PID_CASE})
-    results = tmp_path / "results.json"
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-block-seconds", "0.05",
-                     "--dmlbench-json", str(results), *options, timeout=600, PIDS_FILE=str(tmp_path / "pids.txt"))
-    assert run.returncode == 0, run.output[-3000:]
-    paired = json.loads(results.read_text())["cases"][0]["extra"]["paired"]
-    return paired, (tmp_path / "pids.txt").read_text().split()
+    return paired_one_case(tmp_path, "test_pid.py", PID_CASE, "PIDS_FILE", *options)
 
 
 @pytest.mark.parametrize("text, pairs", [("0", 0), (" 4 ", 4), (1, 1)])
@@ -110,15 +102,11 @@ def test_a_server_that_cannot_redraw_keeps_the_worlds_and_says_which(tmp_path: P
     """A server whose hello does not offer fresh worlds (a release before them, or the Ray launcher, whose
     actors no pool keeps) is never asked for one, by either side, and the case's notes name it."""
     gate = ReplayGate(run_alpha=0.01, judged_cases=1)
-    gate.redraw_every = 2
     gate.ref = _served_hello(tmp_path, "REF old", redraws_worlds=ref_redraws)
     gate.own = _served_hello(tmp_path, "own", redraws_worlds=own_redraws)
-    judgement = CaseJudgement("t.py::test_a")
-    assert not gate._redraws()
-    gate._note_kept_worlds(judgement)
     unable = "REF old" if not ref_redraws else "own"
-    assert judgement.notes == [f"worlds kept, not redrawn: {unable} (pytest-dmlbench 0.2.0) cannot start fresh "
-                               "ones for its blocks"]
+    assert gate._redraw_interval(2) == (0, f"worlds kept, not redrawn: {unable} (pytest-dmlbench 0.2.0) cannot "
+                                           "start fresh ones for its blocks")
 
 
 def test_both_servers_that_can_redraw_are_asked_to(tmp_path: Path) -> None:
@@ -126,9 +114,5 @@ def test_both_servers_that_can_redraw_are_asked_to(tmp_path: Path) -> None:
     gate = ReplayGate(run_alpha=0.01, judged_cases=1)
     gate.ref = _served_hello(tmp_path, "REF", redraws_worlds=True)
     gate.own = _served_hello(tmp_path, "own", redraws_worlds=True)
-    judgement = CaseJudgement("t.py::test_a")
-    assert not gate._redraws()
-    gate.redraw_every = 3
-    assert gate._redraws()
-    gate._note_kept_worlds(judgement)
-    assert judgement.notes == []
+    assert gate._redraw_interval(3) == (3, None)
+    assert gate._redraw_interval(0) == (0, None)
