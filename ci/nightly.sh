@@ -21,6 +21,10 @@
 #                       DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
 #   DMLBENCH_FUTILITY   on (default): a case's first stage ends once no unclear figure could settle by the cap
 #                       (--dmlbench-futility), saving pairs; off: pairs to the cap or budget.
+#   DMLBENCH_RANK_ALLOCATOR  tcmalloc (default): both block servers' ranks preload tcmalloc
+#                       (--dmlbench-rank-allocator), so a large tensor's memory is reused alike in every world;
+#                       with glibc's own a 16 MB all-gather's speed was drawn per world (ci/README.md, night 11).
+#                       system: the C library's allocator.
 #   DMLBENCH_DRIFT_THRESHOLD  percent, default 10: the step detector's threshold over the history.
 #   DMLBENCH_FAIL_ON_INCONCLUSIVE  untestable (default): a case with a figure no test could judge fails;
 #                       all (or 1): a figure a test could not settle within its pair budget fails too; none (or 0):
@@ -53,6 +57,7 @@ status=0
 pytest --dmlbench --world-size 4 bench_cases --dmlbench-against "$against" --dmlbench-json "$results" \
   --dmlbench-plots "$report" \
   --dmlbench-threshold "${DMLBENCH_THRESHOLD:-10}" --dmlbench-futility "${DMLBENCH_FUTILITY:-on}" \
+  --dmlbench-rank-allocator "${DMLBENCH_RANK_ALLOCATOR:-tcmalloc}" \
   --junitxml "$junit" -p no:cacheprovider "${extra[@]}" || status=$?
 set +x
 history="${DMLBENCH_HISTORY:-dmlbench-history}"

@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inject-into", action="append", default=[], metavar="TEXT",
                         help="slow only cases whose node id contains TEXT (repeatable); default: any case that "
                         "records step_time_s")
+    parser.add_argument("--two-stage", action="store_true",
+                        help="confirm at run alpha / (tests x the first stage's 1 %%), the bound that holds when "
+                        "the two stages' pairs are independent (RunLevelRule.two_stage); the gate does not")
     args = parser.parse_args(argv)
     adjust = args.canary == "on"
     rule = SequentialRule(futility=args.futility == "on")
@@ -78,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
           f"runs a case, {statistics.median(c.pairs for c in cases):g} pairs a case at the median); "
           f"run alpha {args.run_alpha:g}, blocks of {args.block} pairs"
           + (f", run threshold {args.threshold:g} %" if args.threshold is not None else "")
-          + f", canary adjustment {args.canary}, futility stop {args.futility}")
+          + f", canary adjustment {args.canary}, futility stop {args.futility}"
+          + (", confirmed at the two-stage level" if args.two_stage else ""))
     begin = time.monotonic()
     red_nights = 0
     red_by_case: dict[str, int] = defaultdict(int)
@@ -94,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     for _ in range(args.nights):
-        night = replay_night(cases, rng, args.run_alpha, block=args.block, canary_adjust=adjust, rule=rule)
+        night = replay_night(cases, rng, args.run_alpha, block=args.block, canary_adjust=adjust, rule=rule,
+                             two_stage=args.two_stage)
         red_nights += bool(night.red_cases)
         pair_minutes.append(night.pair_seconds / 60.0)
         unsettled.append(night.unsettled)
@@ -115,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.injected_nights):
                 target = rng.choice(candidates[world_size])
                 night = replay_night(cases, rng, args.run_alpha, target.nodeid, pct / 100.0, args.block,
-                                     canary_adjust=adjust, rule=rule)
+                                     canary_adjust=adjust, rule=rule, two_stage=args.two_stage)
                 caught += night.slowed_kind == "regression"
                 other_red += any(nodeid != target.nodeid for nodeid in night.red_cases)
             print(f"{pct:g} % slower, one of {len(candidates[world_size])} cases at world size {world_size}: caught "

@@ -38,6 +38,9 @@ MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"  # glibc's: a fixed threshold, no 
 TRIM_THRESHOLD_ENV = "MALLOC_TRIM_THRESHOLD_"  # set to twice the mmap threshold, as glibc's own adjustment does
 DEFAULT_MMAP_THRESHOLD = 0  # paired gate: the block servers' fixed glibc mmap threshold in bytes (0: glibc's own)
 DEFAULT_REDRAW_WORLDS = 0  # paired gate: pairs between fresh worlds for a case's blocks (0: a world is kept)
+SYSTEM_ALLOCATOR = "system"  # the C library's own allocator in the block servers' ranks
+RANK_ALLOCATORS = (SYSTEM_ALLOCATOR, "tcmalloc", "jemalloc")  # by name; a shared library's path is taken too
+DEFAULT_RANK_ALLOCATOR = SYSTEM_ALLOCATOR  # paired gate: the block servers' allocator (gates/paired/allocator.py)
 
 
 def parse_world_size(value: Any, source: str = "--world-size") -> int:
@@ -81,6 +84,17 @@ def parse_redraw_worlds(value: Any, source: str = "--dmlbench-redraw-worlds") ->
 def parse_mmap_threshold(value: Any, source: str = "--dmlbench-mmap-threshold") -> int:
     """A number of bytes >= 0 (0: glibc's own, dynamic threshold)."""
     return parse_count(value, source, minimum=0, example=131072)
+
+
+def parse_rank_allocator(value: Any, source: str = "--dmlbench-rank-allocator") -> str:
+    """An allocator's name (system, tcmalloc, jemalloc) or the path of a shared library (``.so`` in its name)."""
+    text = str(value).strip()
+    if text.lower() in RANK_ALLOCATORS:
+        return text.lower()
+    if "/" in text and ".so" in Path(text).name:
+        return text
+    raise ConfigError(f"{source}: {value!r} is not an allocator; give {', '.join(RANK_ALLOCATORS)} or the path of "
+                      f"a shared library, e.g. {source} tcmalloc or {source} /usr/lib/libtcmalloc_minimal.so.4")
 
 
 def parse_backend(value: Any, source: str = "--dmlbench-backend") -> str:
@@ -177,6 +191,7 @@ class DmlbenchConfig:
     block_warmup: int = DEFAULT_BLOCK_WARMUP  # paired gate: untimed rounds before each block's timed ones
     redraw_worlds: int = DEFAULT_REDRAW_WORLDS  # paired gate: both sides start fresh worlds every this many pairs
     mmap_threshold: int = DEFAULT_MMAP_THRESHOLD  # paired gate: the block servers' fixed mmap threshold (0: dynamic)
+    rank_allocator: str = DEFAULT_RANK_ALLOCATOR  # paired gate: the allocator the block servers' ranks preload
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
 
 
@@ -280,6 +295,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     block_warmup = _value(config, "dmlbench_block_warmup")
     redraw_worlds = _value(config, "dmlbench_redraw_worlds")
     mmap_threshold = _value(config, "dmlbench_mmap_threshold")
+    rank_allocator = _value(config, "dmlbench_rank_allocator")
     smoke = bool(_value(config, "dmlbench_smoke"))
     scope: InconclusiveScope = ("all" if _value(config, "dmlbench_fail_on_inconclusive")
                                 else "untestable" if _value(config, "dmlbench_fail_on_untestable") else "none")
@@ -328,5 +344,6 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         block_warmup=DEFAULT_BLOCK_WARMUP if block_warmup is None else parse_warmup_rounds(block_warmup),
         redraw_worlds=DEFAULT_REDRAW_WORLDS if redraw_worlds is None else parse_redraw_worlds(redraw_worlds),
         mmap_threshold=DEFAULT_MMAP_THRESHOLD if mmap_threshold is None else parse_mmap_threshold(mmap_threshold),
+        rank_allocator=DEFAULT_RANK_ALLOCATOR if rank_allocator is None else parse_rank_allocator(rank_allocator),
         smoke=smoke,
     )

@@ -28,6 +28,7 @@ from pytest_dmlbench.config import (
     DEFAULT_FUTILITY,
     DEFAULT_MMAP_THRESHOLD,
     DEFAULT_PAIR_BUDGET_S,
+    DEFAULT_RANK_ALLOCATOR,
     DEFAULT_REDRAW_WORLDS,
     DEFAULT_RUN_ALPHA,
     DEFAULT_THRESHOLD_PCT,
@@ -133,6 +134,11 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      "(its trim threshold at twice that), so that a large tensor is allocated the same way in every world whatever "
      "ran before it (glibc otherwise raises both as memory is freed); 0 leaves glibc's own "
      f"(default {DEFAULT_MMAP_THRESHOLD})"),
+    ("--dmlbench-rank-allocator", "dmlbench_rank_allocator", {"metavar": "NAME|PATH"},
+     "with --dmlbench-against: both block servers and their ranks run with this allocator preloaded (tcmalloc, "
+     "jemalloc, or a shared library's path; Linux), so that a large tensor's memory is reused the same way in "
+     "every world whatever ran before it; system keeps the C library's own "
+     f"(default {DEFAULT_RANK_ALLOCATOR})"),
 ]
 SHORT_FORMS = {"--dmlbench-world-size": ("--world-size",)}  # the one option users type most, kept short
 _FLAGS: list[tuple[str, str, str]] = [

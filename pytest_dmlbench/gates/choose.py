@@ -20,7 +20,7 @@ def choose_gate(config: pytest.Config, settings: DmlbenchConfig, run: dict[str, 
         from pytest_dmlbench.gates.stored.gate import StoredGate
 
         return StoredGate(settings, run)
-    from pytest_dmlbench.errors import RefError
+    from pytest_dmlbench.errors import ConfigError, RefError
     from pytest_dmlbench.gates.paired.gate import PairedGate
     from pytest_dmlbench.gates.paired.launch import own_launch, prepare
 
@@ -29,6 +29,6 @@ def choose_gate(config: pytest.Config, settings: DmlbenchConfig, run: dict[str, 
                                 "run pytest directly and let the plugin start the ranks")
     try:
         launch, tree = prepare(config, settings, settings.against)
-    except RefError as exc:
+    except (RefError, ConfigError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return PairedGate(settings, launch, tree, own_launch(config, settings, launch))

@@ -140,12 +140,12 @@ class ReplayGate(PairedGate):
     """A paired gate whose pairs come from recordings and whose clock is the pairs' recorded cost."""
 
     def __init__(self, run_alpha: float, judged_cases: int, fail_on_improvement: bool = False,
-                 rule: SequentialRule | None = None, canary_adjust: bool = False) -> None:
+                 rule: SequentialRule | None = None, canary_adjust: bool = False, two_stage: bool = False) -> None:
         self.rule = rule or SequentialRule()
         self.canary_adjust = canary_adjust
         self.redraw_every, self.kept_worlds_note = 0, None  # recorded pairs: no worlds to redraw
         self.alpha = DEFAULT_ALPHA
-        self.run_rule = RunLevelRule(run_alpha, judged_cases)
+        self.run_rule = RunLevelRule(run_alpha, judged_cases, two_stage)
         self.settings = cast(Any, SimpleNamespace(fail_on_improvement=fail_on_improvement))
         self.launch = cast(Any, SimpleNamespace(label="REF (replayed)", repo_root=Path(".")))
         self.tree = cast(Any, SimpleNamespace(commit="replayed0000"))
@@ -204,11 +204,13 @@ class NightOutcome:
 def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: float,
                  slowed_case: str | None = None, slowdown: float = 0.0, block: int = 3,
                  fail_on_improvement: bool = False, canary_adjust: bool = False,
-                 rule: SequentialRule | None = None) -> NightOutcome:
+                 rule: SequentialRule | None = None, two_stage: bool = False) -> NightOutcome:
     """Every case once, in order, through one :class:`ReplayGate`; ``slowed_case`` made ``slowdown`` worse;
     ``canary_adjust``: estimates adjusted for the recorded canary (pairs without one are not adjusted);
-    ``rule``: how many pairs a stage takes (default the gate's)."""
-    gate = ReplayGate(run_alpha, len(cases), fail_on_improvement, rule, canary_adjust=canary_adjust)
+    ``rule``: how many pairs a stage takes (default the gate's); ``two_stage``: confirm at the level that counts
+    the first stage's too (:attr:`RunLevelRule.two_stage`)."""
+    gate = ReplayGate(run_alpha, len(cases), fail_on_improvement, rule, canary_adjust=canary_adjust,
+                      two_stage=two_stage)
     red: list[str] = []
     slowed_kind: str | None = None
     unsettled = 0

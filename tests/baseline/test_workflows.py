@@ -153,6 +153,8 @@ def test_the_nightly_fails_untestable_figures_by_default_and_takes_the_scope_fro
     assert "--dmlbench-fail-on-untestable" in default and "--dmlbench-fail-on-inconclusive" not in default
     # the night's measured setting (ci/README.md, night 11): 10 %, with the futility stop
     assert "--dmlbench-threshold 10 --dmlbench-futility on" in default, default
+    assert "--dmlbench-rank-allocator tcmalloc" in default, default  # ci/README.md, "A caching allocator"
+    assert "--dmlbench-rank-allocator system" in args("glibc", DMLBENCH_RANK_ALLOCATOR="system")
     assert "--dmlbench-threshold 5 --dmlbench-futility off" in args("low", DMLBENCH_THRESHOLD="5",
                                                                    DMLBENCH_FUTILITY="off")
     assert "--dmlbench-fail-on-inconclusive" in args("all", DMLBENCH_FAIL_ON_INCONCLUSIVE="all")

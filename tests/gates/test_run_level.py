@@ -22,6 +22,15 @@ def test_the_run_alpha_is_split_over_cases_and_their_figures() -> None:
     assert sum(k * rule.figure_alpha(k) for k in figures_per_case) == pytest.approx(0.01)
 
 
+def test_the_two_stage_level_counts_the_first_stage_once() -> None:
+    """Only for replayed comparisons: were the stages independent, each figure's chance of failing for nothing
+    would be the first stage's 1 % times this level, and the run's sum the run alpha again."""
+    rule = RunLevelRule(run_alpha=0.01, judged_cases=200, two_stage=True)
+    assert rule.figure_alpha(1) == pytest.approx(0.01 / (200 * 0.01))
+    assert sum(3 * 0.01 * rule.figure_alpha(3) for _ in range(200)) == pytest.approx(0.01)
+    assert RunLevelRule(run_alpha=0.01, judged_cases=2, two_stage=True).figure_alpha(1) == 0.01  # never laxer
+
+
 def test_a_run_of_one_case_is_no_laxer_than_the_first_stage() -> None:
     assert RunLevelRule(run_alpha=0.2, judged_cases=1).figure_alpha(1) == 0.01
     assert RunLevelRule(run_alpha=0.01, judged_cases=0).figure_alpha(0) == 0.01

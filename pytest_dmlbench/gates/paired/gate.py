@@ -261,6 +261,7 @@ class PairedGate:
             "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": plan.rounds,
             "block_iterations": plan.iterations, "block_warmup": self.settings.block_warmup,
             "redraw_worlds": self.redraw_every, "mmap_threshold": self.settings.mmap_threshold,
+            "rank_allocator": self.settings.rank_allocator,
             "pairs_per_stage": judgement.stages, "notes": judgement.notes,
             "seconds": judgement.seconds, "budget_s": judgement.budget_s, "budget_spent": judgement.budget_spent,
             "block_medians": judgement.block_medians,

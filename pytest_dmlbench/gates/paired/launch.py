@@ -15,6 +15,7 @@ import pytest
 
 from pytest_dmlbench.config import MMAP_THRESHOLD_ENV, TRIM_THRESHOLD_ENV, DmlbenchConfig
 from pytest_dmlbench.errors import RefError
+from pytest_dmlbench.gates.paired.allocator import preload_environment, preload_library
 from pytest_dmlbench.gates.paired.client import RefLaunch
 from pytest_dmlbench.gates.paired.worktree import Worktree, checkout, repository_root, resolve_commit
 
@@ -110,12 +111,15 @@ def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
 
 
 def server_environment(settings: DmlbenchConfig) -> tuple[tuple[str, str], ...]:
-    """Variables both block servers start with: glibc's mmap threshold fixed, and its trim threshold at twice
-    that (where glibc's own adjustment puts it), when asked for. glibc reads them at process start; the zygote
-    and every rank it forks inherit them; other C libraries ignore them."""
+    """Variables both block servers start with: the allocator their ranks preload, checked to load
+    (:mod:`pytest_dmlbench.gates.paired.allocator`), and glibc's mmap threshold fixed, with its trim threshold
+    at twice that (where glibc's own adjustment puts it), when asked for. They act at process start; the zygote
+    and every rank it forks inherit them; other C libraries ignore glibc's."""
+    preload = preload_environment(preload_library(settings.rank_allocator))
     if settings.mmap_threshold == 0:
-        return ()
-    return ((MMAP_THRESHOLD_ENV, str(settings.mmap_threshold)), (TRIM_THRESHOLD_ENV, str(2 * settings.mmap_threshold)))
+        return preload
+    return (*preload, (MMAP_THRESHOLD_ENV, str(settings.mmap_threshold)),
+            (TRIM_THRESHOLD_ENV, str(2 * settings.mmap_threshold)))
 
 
 OWN_SIDE = "the working tree's block server"
