@@ -32,17 +32,20 @@ CHECK_TIMEOUT_S = 60.0
 _MAPPINGS = "import sys; sys.stdout.write(open('/proc/self/maps').read())"
 
 
-def preload_library(choice: str, source: str = OPTION) -> str | None:
+def preload_library(choice: str) -> str | None:
     """The library to preload for ``choice`` (None for the C library's own), checked to load."""
     if choice == SYSTEM_ALLOCATOR:
         return None
     if not sys.platform.startswith("linux"):
-        raise ConfigError(f"{source} {choice}: preloading an allocator needs Linux ({PRELOAD_ENV}); leave the "
+        raise ConfigError(f"{OPTION} {choice}: preloading an allocator needs Linux ({PRELOAD_ENV}); leave the "
                           f"option out on {sys.platform}")
-    library = choice if choice not in LIBRARIES else _find(choice, source)
-    if choice not in LIBRARIES and not Path(library).is_file():
-        raise ConfigError(f"{source}: {library} does not exist; give the path of the allocator's shared library")
-    _check_loads(library, source)
+    if choice in LIBRARIES:
+        library = _find(choice)
+    elif Path(choice).is_file():
+        library = choice
+    else:
+        raise ConfigError(f"{OPTION}: {choice} does not exist; give the path of the allocator's shared library")
+    _check_loads(library)
     return library
 
 
@@ -54,16 +57,16 @@ def preload_environment(library: str | None) -> tuple[tuple[str, str], ...]:
     return ((PRELOAD_ENV, f"{library}:{existing}" if existing else library),)
 
 
-def _find(name: str, source: str) -> str:
+def _find(name: str) -> str:
     for candidate in LIBRARIES[name]:
         found = ctypes.util.find_library(candidate)
         if found:
             return found
-    raise ConfigError(f"{source} {name}: no {name} library found on this machine; install {PACKAGES[name]}, or give "
-                      f"the library's path ({source} /path/to/lib{LIBRARIES[name][0]}.so)")
+    raise ConfigError(f"{OPTION} {name}: no {name} library found on this machine; install {PACKAGES[name]}, or give "
+                      f"the library's path ({OPTION} /path/to/lib{LIBRARIES[name][0]}.so)")
 
 
-def _check_loads(library: str, source: str) -> None:
+def _check_loads(library: str) -> None:
     """A Python started with ``library`` preloaded maps it; ConfigError with the loader's words otherwise."""
     env = {**os.environ, PRELOAD_ENV: library}
     done = subprocess.run([sys.executable, "-c", _MAPPINGS], env=env, capture_output=True, text=True,
@@ -72,6 +75,6 @@ def _check_loads(library: str, source: str) -> None:
     mapped = {Path(line.split()[-1]).name for line in done.stdout.splitlines() if line.count("/")}
     if done.returncode != 0 or not any(name.startswith(wanted) for name in mapped):
         said = done.stderr.strip().splitlines()
-        raise ConfigError(f"{source}: {library} could not be preloaded"
+        raise ConfigError(f"{OPTION}: {library} could not be preloaded"
                           + (f" ({said[-1]})" if said else "")
                           + "; give a shared library of an allocator built for this machine, or leave the option out")

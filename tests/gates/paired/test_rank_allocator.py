@@ -12,7 +12,7 @@ import pytest
 
 from pytest_dmlbench.config import parse_rank_allocator
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.gates.paired.allocator import PRELOAD_ENV, preload_environment, preload_library
+from pytest_dmlbench.gates.paired.allocator import LIBRARIES, PRELOAD_ENV, preload_environment, preload_library
 from tests.gates.paired.one_case_run import paired_one_case
 
 # every rank writes whether tcmalloc is among the libraries its process has mapped
@@ -36,7 +36,7 @@ MAPPING_CASE = """
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD is the ELF loader's")
 needs_tcmalloc = pytest.mark.skipif(
-    ctypes.util.find_library("tcmalloc_minimal") is None and ctypes.util.find_library("tcmalloc") is None,
+    not any(ctypes.util.find_library(name) for name in LIBRARIES["tcmalloc"]),
     reason="tcmalloc is not installed (Debian: apt-get install libtcmalloc-minimal4; .ci/run installs it)")
 
 
