@@ -19,13 +19,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pytest_dmlbench.config import ALLOCATOR_LIBRARIES as LIBRARIES
 from pytest_dmlbench.config import SYSTEM_ALLOCATOR
 from pytest_dmlbench.errors import ConfigError
 
 OPTION = "--dmlbench-rank-allocator"
 PRELOAD_ENV = "LD_PRELOAD"
-LIBRARIES = {"tcmalloc": ("tcmalloc_minimal", "tcmalloc"), "jemalloc": ("jemalloc",)}
-"""Allocator names and the library names ``ctypes.util.find_library`` looks them up by, in order."""
 PACKAGES = {"tcmalloc": "libtcmalloc-minimal4 on Debian and Ubuntu, gperftools elsewhere",
             "jemalloc": "libjemalloc2 on Debian and Ubuntu, jemalloc elsewhere"}
 CHECK_TIMEOUT_S = 60.0

@@ -12,7 +12,13 @@ import pytest
 
 from pytest_dmlbench.config import parse_rank_allocator
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.gates.paired.allocator import LIBRARIES, PRELOAD_ENV, preload_environment, preload_library
+from pytest_dmlbench.gates.paired.allocator import (
+    LIBRARIES,
+    PACKAGES,
+    PRELOAD_ENV,
+    preload_environment,
+    preload_library,
+)
 from tests.gates.paired.one_case_run import paired_one_case
 
 # every rank writes whether tcmalloc is among the libraries its process has mapped
@@ -55,6 +61,11 @@ def test_a_bad_allocator_names_the_option_and_the_forms(text: str) -> None:
     with pytest.raises(ConfigError, match=r"--dmlbench-rank-allocator: .* give system, tcmalloc, jemalloc or the "
                                           r"path of a shared library, e.g. --dmlbench-rank-allocator tcmalloc"):
         parse_rank_allocator(text)
+
+
+def test_every_allocator_taken_by_name_is_looked_up_and_names_its_package() -> None:
+    assert {name for name in LIBRARIES} == {parse_rank_allocator(name) for name in LIBRARIES} == set(PACKAGES)
+    assert parse_rank_allocator("system") not in LIBRARIES
 
 
 def test_the_system_allocator_preloads_nothing() -> None:
