@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,9 +51,33 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+_INNER_TMPDIR: list[Path] = []
+"""The temporary folder the current test's inner pytest runs share (made on the first run, removed after the test)."""
+
+
+def inner_tmpdir() -> Path:
+    """A short folder for the current test's inner runs to use as ``TMPDIR``: what they keep there on purpose (a
+    block server's log a failure message names) goes when the test ends instead of piling up in the machine's
+    temporary folder. Short, under the system's own, since a Unix socket's path (Ray's, under ``TMPDIR``) may not
+    exceed 107 bytes."""
+    if not _INNER_TMPDIR:
+        _INNER_TMPDIR.append(Path(tempfile.mkdtemp(prefix="dt-")))
+    return _INNER_TMPDIR[0]
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_tmpdir_removed() -> Iterator[None]:
+    """Remove what the test's inner pytest runs left in their ``TMPDIR`` once the test is done with it."""
+    yield
+    while _INNER_TMPDIR:
+        shutil.rmtree(_INNER_TMPDIR.pop(), ignore_errors=True)
+
+
 def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Outcome:
-    """Run ``python -m pytest`` in ``folder`` (its own rootdir) and capture everything it prints."""
+    """Run ``python -m pytest`` in ``folder`` (its own rootdir) and capture everything it prints; its
+    ``TMPDIR`` is the test's :func:`inner_tmpdir` unless ``env`` names one."""
     (folder / "pytest.ini").exists() or (folder / "pytest.ini").write_text("[pytest]\n")
+    env.setdefault("TMPDIR", str(inner_tmpdir()))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
         cwd=folder, capture_output=True, text=True, timeout=timeout, env=clean_env(**env),
