@@ -12,6 +12,10 @@ Across runs, the covariance of a case's means says whether an offset belongs to 
 the same every night) rather than to one run's servers (drawn afresh each time the servers start, so that a
 confirmation stage on freshly started servers would draw it again).
 
+Per run it also counts the cases whose mean log ratio lies beyond 2 and 3 standard errors (|t|, a one-sample t
+over the case's pairs) against the count the t distribution gives with no offset at all (each case's degrees of
+freedom): offsets that differ from case to case, which no correlation across cases would show, raise the count.
+
 Prints, per run and pooled, the half-split correlation with its 95 % interval and the offset's spread with a
 bootstrap 95 % upper bound; per pair of runs, the correlation of the cases' means and the persistent offset's
 spread. A gate's threshold must clear the offset by a margin, so this is the floor it puts under a threshold.
@@ -32,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_dmlbench.gates.replay import load_recorded
+from pytest_dmlbench.results.student_t import student_t_sf
 
 BOOTSTRAP = 2000
 
@@ -91,6 +96,18 @@ def halves(logs: dict[str, list[float]]) -> list[tuple[float, float]]:
     return out
 
 
+def beyond(logs: dict[str, list[float]], cut: float) -> tuple[int, float]:
+    """How many cases' mean log ratio lies more than ``cut`` standard errors from zero, and how many the t
+    distribution gives when every case is noise around zero (cases whose pairs all read alike left out)."""
+    seen, expected = 0, 0.0
+    for values in logs.values():
+        sd = statistics.stdev(values)
+        if sd > 0.0:
+            seen += abs(statistics.fmean(values)) > cut * sd / math.sqrt(len(values))
+            expected += 2.0 * student_t_sf(cut, len(values) - 1)
+    return seen, expected
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", type=Path, help="results files of paired A/A runs (.json or .json.gz)")
@@ -116,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         split = halves(logs)
         pooled += split
         print(f"  {name}: " + (shared_offset(split, rng).text() if len(split) >= 4 else f"{len(split)} cases, too few"))
+        counts = [(cut, *beyond(logs, cut)) for cut in (2.0, 3.0)]
+        print("    " + "; ".join(f"beyond {cut:g} standard errors: {seen} (the t distribution gives {expected:.1f})"
+                                 for cut, seen, expected in counts))
     if len(pooled) >= 4 and len(runs) > 1:
         print(f"  pooled: {shared_offset(pooled, rng).text()}")
     if len(runs) > 1:

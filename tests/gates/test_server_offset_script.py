@@ -1,6 +1,7 @@
 """ci/server_offset.py on results files written here: an offset each run's servers draw per case is found within
 the run and not across runs, an offset that belongs to the case is found across runs, and noise alone gives
-no offset (the control that shows the estimate is not always large)."""
+no offset (the control that shows the estimate is not always large); the count of cases beyond 2 standard errors
+matches the t distribution's on noise alone and rises with offsets that differ from case to case."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
 
-from server_offset import case_logs, halves, shared_offset
+from server_offset import beyond, case_logs, halves, shared_offset
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "server_offset.py"
 CASES, PAIRS, NOISE = 60, 16, 0.03
@@ -71,6 +72,19 @@ def test_noise_alone_gives_no_offset(tmp_path: Path) -> None:
     assert within < 1.0 and across < 1.0
 
 
+def test_noise_alone_is_beyond_two_standard_errors_as_often_as_the_t_distribution_says(tmp_path: Path) -> None:
+    # 60 cases of 16 pairs: the t distribution gives 60 x 0.064 = 3.8; a count of 0-9 is its 99 % range
+    seen, expected = beyond(case_logs(runs(tmp_path, run_offset=0.0, case_offset=0.0)[0], "step_time_s", 8), 2.0)
+    assert math.isclose(expected, CASES * 0.0639, rel_tol=0.02)
+    assert seen <= 9
+
+
+def test_offsets_that_differ_from_case_to_case_put_more_cases_beyond(tmp_path: Path) -> None:
+    # a 3 % offset drawn per case against 3 % noise over 16 pairs: most cases lie beyond 2 standard errors
+    seen, expected = beyond(case_logs(runs(tmp_path, run_offset=0.03, case_offset=0.0)[0], "step_time_s", 8), 2.0)
+    assert seen > 3 * expected
+
+
 def test_the_script_prints_both_views_and_its_bounds(tmp_path: Path) -> None:
     paths = runs(tmp_path, run_offset=0.04, case_offset=0.0)
     done = subprocess.run([sys.executable, str(SCRIPT), *map(str, paths), "--max-noise", "20"],
@@ -78,6 +92,7 @@ def test_the_script_prints_both_views_and_its_bounds(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "cases with at least 8 pairs and per-pair noise up to 20 %; within a run" in done.stdout
     assert "night0.json.gz: 60 cases: correlation +0." in done.stdout
+    assert "beyond 2 standard errors: " in done.stdout and "(the t distribution gives 3.8)" in done.stdout
     assert "pooled: 120 cases" in done.stdout and "night0.json.gz / night1.json.gz: 60 cases" in done.stdout
 
 
