@@ -39,9 +39,23 @@ TRIM_THRESHOLD_ENV = "MALLOC_TRIM_THRESHOLD_"  # set to twice the mmap threshold
 DEFAULT_MMAP_THRESHOLD = 0  # paired gate: the block servers' fixed glibc mmap threshold in bytes (0: glibc's own)
 DEFAULT_REDRAW_WORLDS = 0  # paired gate: pairs between fresh worlds for a case's blocks (0: a world is kept)
 SYSTEM_ALLOCATOR = "system"  # the C library's own allocator in the block servers' ranks
-ALLOCATOR_LIBRARIES = {"tcmalloc": ("tcmalloc_minimal", "tcmalloc"), "jemalloc": ("jemalloc",)}
-"""The allocators the block servers' ranks can preload by name, and the library names each is looked up by."""
-RANK_ALLOCATORS = (SYSTEM_ALLOCATOR, *ALLOCATOR_LIBRARIES)  # by name; a shared library's path is taken too
+
+
+@dataclass(frozen=True)
+class NamedAllocator:
+    """An allocator the block servers' ranks can preload by name: the library names it is looked up by, in
+    order, and where to get it when none is installed."""
+
+    libraries: tuple[str, ...]
+    package: str
+
+
+NAMED_ALLOCATORS = {
+    "tcmalloc": NamedAllocator(("tcmalloc_minimal", "tcmalloc"),
+                               "libtcmalloc-minimal4 on Debian and Ubuntu, gperftools elsewhere"),
+    "jemalloc": NamedAllocator(("jemalloc",), "libjemalloc2 on Debian and Ubuntu, jemalloc elsewhere"),
+}
+RANK_ALLOCATORS = (SYSTEM_ALLOCATOR, *NAMED_ALLOCATORS)  # by name; a shared library's path is taken too
 DEFAULT_RANK_ALLOCATOR = SYSTEM_ALLOCATOR  # paired gate: the block servers' allocator (gates/paired/allocator.py)
 
 

@@ -19,14 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_dmlbench.config import ALLOCATOR_LIBRARIES as LIBRARIES
-from pytest_dmlbench.config import SYSTEM_ALLOCATOR
+from pytest_dmlbench.config import NAMED_ALLOCATORS, SYSTEM_ALLOCATOR
 from pytest_dmlbench.errors import ConfigError
 
 OPTION = "--dmlbench-rank-allocator"
 PRELOAD_ENV = "LD_PRELOAD"
-PACKAGES = {"tcmalloc": "libtcmalloc-minimal4 on Debian and Ubuntu, gperftools elsewhere",
-            "jemalloc": "libjemalloc2 on Debian and Ubuntu, jemalloc elsewhere"}
 CHECK_TIMEOUT_S = 60.0
 _MAPPINGS = "import sys; sys.stdout.write(open('/proc/self/maps').read())"
 
@@ -38,7 +35,7 @@ def preload_library(choice: str) -> str | None:
     if not sys.platform.startswith("linux"):
         raise ConfigError(f"{OPTION} {choice}: preloading an allocator needs Linux ({PRELOAD_ENV}); leave the "
                           f"option out on {sys.platform}")
-    if choice in LIBRARIES:
+    if choice in NAMED_ALLOCATORS:
         library = _find(choice)
     elif Path(choice).is_file():
         library = choice
@@ -57,12 +54,13 @@ def preload_environment(library: str | None) -> tuple[tuple[str, str], ...]:
 
 
 def _find(name: str) -> str:
-    for candidate in LIBRARIES[name]:
+    allocator = NAMED_ALLOCATORS[name]
+    for candidate in allocator.libraries:
         found = ctypes.util.find_library(candidate)
         if found:
             return found
-    raise ConfigError(f"{OPTION} {name}: no {name} library found on this machine; install {PACKAGES[name]}, or give "
-                      f"the library's path ({OPTION} /path/to/lib{LIBRARIES[name][0]}.so)")
+    raise ConfigError(f"{OPTION} {name}: no {name} library found on this machine; install {allocator.package}, or "
+                      f"give the library's path ({OPTION} /path/to/lib{allocator.libraries[0]}.so)")
 
 
 def _check_loads(library: str) -> None:

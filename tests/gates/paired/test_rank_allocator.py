@@ -10,15 +10,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dmlbench.config import parse_rank_allocator
+from pytest_dmlbench.config import NAMED_ALLOCATORS, parse_rank_allocator
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.gates.paired.allocator import (
-    LIBRARIES,
-    PACKAGES,
-    PRELOAD_ENV,
-    preload_environment,
-    preload_library,
-)
+from pytest_dmlbench.gates.paired.allocator import PRELOAD_ENV, preload_environment, preload_library
 from tests.gates.paired.one_case_run import paired_one_case
 
 # every rank writes whether tcmalloc is among the libraries its process has mapped
@@ -42,7 +36,7 @@ MAPPING_CASE = """
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD is the ELF loader's")
 needs_tcmalloc = pytest.mark.skipif(
-    not any(ctypes.util.find_library(name) for name in LIBRARIES["tcmalloc"]),
+    not any(ctypes.util.find_library(name) for name in NAMED_ALLOCATORS["tcmalloc"].libraries),
     reason="tcmalloc is not installed (Debian: apt-get install libtcmalloc-minimal4; .ci/run installs it)")
 
 
@@ -61,11 +55,6 @@ def test_a_bad_allocator_names_the_option_and_the_forms(text: str) -> None:
     with pytest.raises(ConfigError, match=r"--dmlbench-rank-allocator: .* give system, tcmalloc, jemalloc or the "
                                           r"path of a shared library, e.g. --dmlbench-rank-allocator tcmalloc"):
         parse_rank_allocator(text)
-
-
-def test_every_allocator_taken_by_name_is_looked_up_and_names_its_package() -> None:
-    assert {name for name in LIBRARIES} == {parse_rank_allocator(name) for name in LIBRARIES} == set(PACKAGES)
-    assert parse_rank_allocator("system") not in LIBRARIES
 
 
 def test_the_system_allocator_preloads_nothing() -> None:
