@@ -99,3 +99,29 @@ def world1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+
+
+SLOW_WORKFLOW = ".github/workflows/slow-tests.yml"
+SLOW_REASON = (f"slow: a live statistical check or a whole fit, run by {SLOW_WORKFLOW} (daily) and by "
+               "`pytest -n 2 tests --run-slow -m slow`; a fast smoke of the same path runs here")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help=f"also run the tests marked slow (what {SLOW_WORKFLOW} runs)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"slow: too slow for every CI run (minutes on a 2-core host); run by {SLOW_WORKFLOW} with "
+        "--run-slow, each beside a fast smoke of the same path that every run keeps")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``slow`` unless ``--run-slow`` is given, saying where they do run."""
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason=SLOW_REASON)
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)
