@@ -25,12 +25,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.paired.gate import CaseJudgement, PairedGate, Stage, Timed
 from pytest_dmlbench.gates.paired.plan import BlockPlan
 from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.run_level import RunLevelRule
-from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.wording import fails
 from pytest_dmlbench.results import Direction, MetricResult, Verdict
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA

@@ -34,6 +34,7 @@ import pytest
 
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.errors import RefError
+from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired.canary_adjustment import adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
@@ -58,7 +59,6 @@ from pytest_dmlbench.gates.paired.statistics import (
 from pytest_dmlbench.gates.paired.worktree import Worktree
 from pytest_dmlbench.gates.profile_diff import grown, growth_text
 from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
-from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.wording import Decision, detectable_text, word
 from pytest_dmlbench.measure.canary import bracket, read_canary
 from pytest_dmlbench.measure.op_profile import BlockProfile
