@@ -84,7 +84,7 @@ class BlockServers:
                               f"ordinary run passed.\n{answer['message']}")
         return answer
 
-    def warm_up(self, item: JudgedItem, plan: BlockPlan, fresh_world: bool) -> Mapping[str, object]:
+    def warm_up(self, item: JudgedItem, plan: BlockPlan, fresh_world: bool) -> Mapping[str, str | None]:
         """B's warm-up block, then A's, both discarded: the unit of each figure REF's case records."""
         ref = self.ref_answer(item, plan.warm_up(), fresh_world=fresh_world)
         self.own_answer(item, plan.warm_up(), fresh_world=fresh_world)  # both sides ran the same work

@@ -57,7 +57,7 @@ class Trial:
         self.one_rank_throughput: dict[str, OneRankBase] = {}  # scaling family -> its one-rank variant's
         self.on_pair: Callable[[str, int], None] | None = None  # told (node id, pairs so far) after each pair
 
-    def judge_case(self, item: JudgedItem, directed: Mapping[str, MetricResult], ref_units: Mapping[str, Any],
+    def judge_case(self, item: JudgedItem, directed: Mapping[str, MetricResult], ref_units: Mapping[str, str | None],
                    threshold: float, source: PairSource, judgement: CaseJudgement, begin: float) -> list[Verdict]:
         """Every verdict on ``directed`` (the figures with a direction) from ``source``'s pairs; ``ref_units``:
         the unit of each figure REF's case records (its warm-up block), ``begin``: when the case's budget
