@@ -22,9 +22,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.paired.canary_adjustment import MIN_ADJUSTED_PAIRS, adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.statistics import estimate, pair_values, scale_for
-from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pytest_dmlbench.drift.detect import DriftSettings, detect
 from pytest_dmlbench.drift.history import paired_ratio
-from pytest_dmlbench.gates.stored.compare import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
 from pytest_dmlbench.results.jsonio import read_results
 
 Noise = Callable[[random.Random], float]

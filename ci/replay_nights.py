@@ -1,4 +1,4 @@
-"""Replay nights from recorded A/A block pairs through the paired gate's decision code.
+"""Replay nights from recorded A/A block pairs through the paired gate's trial (its decision code).
 
     python ci/replay_nights.py RESULTS.json [RESULTS.json ...] [--nights 300] [--slowdowns 5,10,15]
 
@@ -28,8 +28,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from pytest_dmlbench.config import DEFAULT_RUN_ALPHA
+from pytest_dmlbench.gates.paired.recorded import RecordedCase, load_recorded
 from pytest_dmlbench.gates.paired.statistics import SequentialRule
-from pytest_dmlbench.gates.replay import RecordedCase, load_recorded, recorded_pair_seconds, replay_night
+from pytest_dmlbench.gates.replay import recorded_pair_seconds, replay_night
 
 
 def _percent(part: int, whole: int) -> str:

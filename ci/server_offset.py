@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_dmlbench.gates.replay import load_recorded
+from pytest_dmlbench.gates.paired.recorded import load_recorded
 from pytest_dmlbench.results.student_t import student_t_sf
 
 BOOTSTRAP = 2000

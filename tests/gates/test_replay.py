@@ -1,27 +1,21 @@
 """Replayed nights: resampling that keeps neighbouring pairs together, injected slowdowns, and the paired
-gate's own decision on recorded pairs."""
+gate's own trial on recorded pairs."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_dmlbench.gates.paired.recorded import CANARY, RecordedCase, load_recorded, resampled, slowed
 from pytest_dmlbench.gates.paired.statistics import SequentialRule
-from pytest_dmlbench.gates.replay import (
-    CANARY,
-    RecordedCase,
-    ReplayGate,
-    load_recorded,
-    recorded_pair_seconds,
-    replay_night,
-    resampled,
-    slowed,
-)
+from pytest_dmlbench.gates.replay import Replay, recorded_pair_seconds, replay_night
 
 FIGURES = {"step_time_s": ("s", "lower"), "throughput_samples_per_s": ("samples/s", "higher")}
 
@@ -60,7 +54,7 @@ def test_a_slowdown_makes_times_longer_and_rates_lower() -> None:
 
 def test_the_replayed_decision_is_the_gates_own() -> None:
     case = _case()
-    gate = ReplayGate(run_alpha=0.01, judged_cases=1)
+    gate = Replay(run_alpha=0.01, judged_cases=1)
     same = gate.replay_case(case, random.Random(3))
     assert {v.kind for v in same} == {"unchanged"}, [v.message for v in same]
     slow = gate.replay_case(case, random.Random(3), slowdown=0.3)
@@ -69,7 +63,7 @@ def test_the_replayed_decision_is_the_gates_own() -> None:
     # the pair budget is spent on the recorded cost of a pair: 60 s at 10 s a pair stops at the minimum
     costly = _case(noise=0.3)
     costly.seconds_per_pair = [10.0] * 3
-    verdicts = ReplayGate(0.01, 1).replay_case(costly, random.Random(4))
+    verdicts = Replay(0.01, 1).replay_case(costly, random.Random(4))
     # (42 % per-pair noise: 7 pairs leave an interval of about +-50 %, never clear of a 10 % threshold)
     assert {v.kind for v in verdicts} == {"inconclusive"}, [v.message for v in verdicts]
     assert all("pair budget of 60 s was spent" in v.message and "over 7 block pairs" in v.message for v in verdicts)
@@ -78,7 +72,7 @@ def test_the_replayed_decision_is_the_gates_own() -> None:
 def test_an_improvement_is_confirmed_like_a_regression_even_when_it_would_not_fail() -> None:
     """A reported change, either way, rests on two independent stages: an improvement found by the first
     stage alone (4 pairs at 1 %) was printed on unchanged code (a +16 % "improvement" in a whole A/A night)."""
-    gate = ReplayGate(run_alpha=0.01, judged_cases=1)  # improvements do not fail this run
+    gate = Replay(run_alpha=0.01, judged_cases=1)  # improvements do not fail this run
     faster = gate.replay_case(_case(), random.Random(3), slowdown=-0.3)
     assert {v.kind for v in faster} == {"improvement"}, [v.message for v in faster]
     assert all("confirmed yes by the second stage" in v.message for v in faster), [v.message for v in faster]
@@ -137,12 +131,12 @@ def _phased_case(seed: int = 0) -> RecordedCase:
 
 def test_a_replayed_night_adjusts_for_the_recorded_canary_when_told() -> None:
     case = _phased_case()
-    plain = ReplayGate(0.01, 1).replay_case(case, random.Random(7))
-    adjusted = ReplayGate(0.01, 1, canary_adjust=True).replay_case(case, random.Random(7))
+    plain = Replay(0.01, 1).replay_case(case, random.Random(7))
+    adjusted = Replay(0.01, 1, canary_adjust=True).replay_case(case, random.Random(7))
     # negative control: without the canary the phases leave the interval wider than the threshold band
     assert {v.kind for v in plain} == {"inconclusive"}, [v.message for v in plain]
     assert {v.kind for v in adjusted} == {"unchanged"}, [v.message for v in adjusted]
-    slow = ReplayGate(0.01, 1, canary_adjust=True).replay_case(case, random.Random(7), slowdown=0.2)
+    slow = Replay(0.01, 1, canary_adjust=True).replay_case(case, random.Random(7), slowdown=0.2)
     assert {v.kind for v in slow} == {"regression"}, [v.message for v in slow]  # the canary is never slowed
     pair = slowed(case.runs[0][0], case.figures, 0.2)
     assert pair[0][CANARY] == case.runs[0][0][0][CANARY]
@@ -195,11 +189,11 @@ def _deterministic_case() -> RecordedCase:
 
 
 def test_a_figure_that_reads_exactly_alike_ends_its_stage_at_two_pairs_and_a_changed_one_does_not() -> None:
-    unchanged = ReplayGate(0.01, 1).replay_case(_deterministic_case(), random.Random(3))
+    unchanged = Replay(0.01, 1).replay_case(_deterministic_case(), random.Random(3))
     assert [v.kind for v in unchanged] == ["unchanged"], [v.message for v in unchanged]
     assert "over 2 block pairs" in unchanged[0].message, unchanged[0].message
     # negative control: the same figure made worse is tested on the ordinary minimum and fails
-    worse = ReplayGate(0.01, 1).replay_case(_deterministic_case(), random.Random(3), slowdown=0.2)
+    worse = Replay(0.01, 1).replay_case(_deterministic_case(), random.Random(3), slowdown=0.2)
     assert [v.kind for v in worse] == ["regression"], [v.message for v in worse]
     assert "over 2 block pairs" not in worse[0].message, worse[0].message
 
@@ -213,7 +207,7 @@ def test_a_confirmation_gets_pairs_of_its_own_after_a_first_stage_spent_the_budg
     case.threshold_pct, case.seconds_per_pair = 5.0, [5.0] * len(case.runs)
 
     def nights(rule: SequentialRule) -> tuple[int, list[list[int]], list[str]]:
-        rng, caught, gate = random.Random(4), 0, ReplayGate(0.01, 1, rule=rule)
+        rng, caught, gate = random.Random(4), 0, Replay(0.01, 1, rule=rule)
         for _ in range(20):
             verdicts = gate.replay_case(case, rng, 0.10)
             caught += any(v.metric == "step_time_s" and v.kind == "regression" for v in verdicts)
@@ -226,3 +220,45 @@ def test_a_confirmation_gets_pairs_of_its_own_after_a_first_stage_spent_the_budg
     held, held_stages, _ = nights(SequentialRule(confirm_max_pairs=4))
     assert all(s[1] == 4 for s in held_stages if len(s) == 2)
     assert caught >= 16 and held <= caught - 6, (caught, held, stages)
+
+
+GOLDEN = Path(__file__).parent / "data" / "replay_night6_golden.json.gz"
+NIGHT6 = Path(__file__).resolve().parents[2] / "ci" / "recordings" / "night6-aa-ws4-2026-11-27.json.gz"
+
+
+def _replayed_night6(futility: bool, canary: bool, slowdown: float) -> dict[str, Any]:
+    """Night 6 replayed once with seed 11, every fifth case made ``slowdown`` worse: per case its stages,
+    notes, a digest of its recorded block medians and its verdicts' kinds and messages."""
+    cases = sorted(load_recorded([NIGHT6]).values(), key=lambda c: c.nodeid)
+    rng, replay = random.Random(11), Replay(0.01, len(cases), SequentialRule(futility=futility), canary_adjust=canary)
+    night = []
+    for i, case in enumerate(cases):
+        slowed_by = slowdown if i % 5 == 0 else 0.0
+        verdicts = replay.replay_case(case, rng, slowed_by)
+        judgement = replay.judgements[-1]
+        medians = hashlib.sha256(json.dumps(judgement.block_medians, sort_keys=True).encode()).hexdigest()[:16]
+        night.append({"nodeid": case.nodeid, "slowdown": slowed_by, "stages": judgement.stages,
+                      "notes": judgement.notes, "budget_spent": judgement.budget_spent, "block_medians": medians,
+                      "verdicts": [{"metric": v.metric, "kind": v.kind, "message": v.message,
+                                    "cause": v.inconclusive_cause} for v in verdicts]})
+    return {"futility": futility, "canary": canary, "slowdown": slowdown, "cases": night,
+            "clock": round(replay.clock, 6)}
+
+
+@pytest.mark.parametrize(("index", "night", "futility", "canary", "slowdown"),
+                         [(0, "quiet", True, False, 0.0), (1, "slowed", True, False, 0.2),
+                          (2, "canary", False, True, 0.1)])
+def test_night_6_replays_to_the_verdicts_the_gate_gave_before_its_trial_was_split_out(
+        index: int, night: str, futility: bool, canary: bool, slowdown: float) -> None:
+    """The golden file holds what the paired gate's decision code gave on night 6 before the trial was taken
+    out of the gate (f9a8019: the replay then subclassed the gate): the same seed gives the same pairs, so
+    the same stages, notes, verdicts and messages, word for word."""
+    golden = json.loads(gzip.decompress(GOLDEN.read_bytes()))[index]
+    assert golden["night"] == night
+    replayed = json.loads(json.dumps(_replayed_night6(futility, canary, slowdown)))  # as JSON reads it back
+    kinds = [v["kind"] for c in golden["cases"] for v in c["verdicts"]]
+    assert len(replayed["cases"]) == len(golden["cases"]) == 157
+    assert night == "quiet" or "regression" in kinds  # the file holds changes to reproduce, not only quiet
+    for old, new in zip(golden["cases"], replayed["cases"], strict=True):
+        assert new == old, old["nodeid"]
+    assert replayed["clock"] == golden["clock"]

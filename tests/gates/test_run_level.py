@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from pytest_dmlbench.config import parse_run_alpha
-from pytest_dmlbench.gates.paired.gate import CaseJudgement, PairedGate, Stage, Timed
+from pytest_dmlbench.gates.gate import JudgedItem
+from pytest_dmlbench.gates.paired.stage import CaseJudgement, Stage, Timed
+from pytest_dmlbench.gates.paired.trial import Trial
+from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter
 from pytest_dmlbench.gates.run_level import RunLevelRule, benjamini_hochberg
 from pytest_dmlbench.results import MetricResult
 from tests.conftest import run_pytest, write_files
@@ -60,13 +62,9 @@ def test_benjamini_hochberg_finds_nothing_in_uniform_noise_most_of_the_time() ->
     assert benjamini_hochberg([], 0.1) == []
 
 
-def _gate_without_ref() -> PairedGate:
-    """A paired gate with no REF process: only the verdict on given block medians is exercised."""
-    gate = PairedGate.__new__(PairedGate)
-    gate.alpha = 0.01
-    gate.launch = SimpleNamespace(label="HEAD", repo_root=Path("."))  # type: ignore[assignment]
-    gate.reproduce = lambda item: "pytest ..."  # type: ignore[method-assign]
-    return gate
+def _trial() -> Trial:
+    """The paired gate's trial with no REF process: only the verdict on given block medians is exercised."""
+    return Trial(VerdictWriter("HEAD", "0" * 40), RunLevelRule(0.01, 1), alpha=0.01)
 
 
 def _stage(ratios: list[float]) -> Stage:
@@ -78,20 +76,20 @@ def _stage(ratios: list[float]) -> Stage:
 def test_a_confirmation_at_the_run_level_share_is_needed_to_fail() -> None:
     """The same two stages of a +20 % reading at moderate evidence (p about 1e-3): a regression at the
     ordinary per-figure level, unchanged once the run's 1 % is split over 300 cases."""
-    gate = _gate_without_ref()
+    trial = _trial()
     ratios = [1.2, 1.05, 1.35, 1.1, 1.3, 1.15]
     first, confirm = _stage(ratios), _stage(ratios)
     timed = Timed("step_time_s", "lower", "s")
     metric = MetricResult.of("step_time_s", [0.012])
-    item = SimpleNamespace(nodeid="t.py::test_x")
+    item = JudgedItem("t.py::test_x", Path("t.py"), 60.0)
     p = confirm.estimate("step_time_s", "lower", "ratio", 0.01)
     assert p is not None and 1e-5 < p.p_worse < 0.01, p
     judgement = CaseJudgement("t.py::test_x")
     # negative control: confirmed at the ordinary level, the figure fails
-    lax = gate._timed_verdict(item, metric, timed, "regression", first, confirm, 10.0, judgement,  # type: ignore[arg-type]
+    lax = trial.timed_verdict(item, metric, timed, "regression", first, confirm, 10.0, judgement,
                               RunLevelRule(0.01, 1).figure_alpha(1))
     assert lax.kind == "regression", lax.message
-    strict = gate._timed_verdict(item, metric, timed, "regression", first, confirm, 10.0, judgement,  # type: ignore[arg-type]
+    strict = trial.timed_verdict(item, metric, timed, "regression", first, confirm, 10.0, judgement,
                                  RunLevelRule(0.01, 300).figure_alpha(1))
     assert strict.kind == "unchanged" and "confirmed no" in strict.message and "run-level rule" in strict.message
 

@@ -4,14 +4,18 @@ of life within the paired gate's block pairs, and the end-of-run table within na
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from pytest_dmlbench.gates.paired.gate import CaseJudgement, PairedGate
+from pytest_dmlbench.gates.gate import JudgedItem
+from pytest_dmlbench.gates.paired.gate import PairedGate
+from pytest_dmlbench.gates.paired.pairs import BlockPair, ListSource
+from pytest_dmlbench.gates.paired.stage import CaseJudgement
 from pytest_dmlbench.gates.paired.statistics import SequentialRule
+from pytest_dmlbench.gates.paired.trial import Trial
+from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter
+from pytest_dmlbench.gates.run_level import RunLevelRule
 from pytest_dmlbench.progress import case_summary
 from pytest_dmlbench.results import CaseResult, MetricResult, Verdict
 from tests.conftest import run_pytest, write_files
@@ -134,22 +138,21 @@ def test_the_gate_shows_pairs_done_without_flooding_the_log(pytester: pytest.Pyt
 
 
 def test_the_paired_gate_reports_each_pair() -> None:
-    gate = PairedGate.__new__(PairedGate)  # no REF process: only the stage loop is exercised
-    gate.rule, gate.alpha = SequentialRule(), 0.01
-    gate.on_pair, gate.canary_adjust, gate.redraw_every = None, False, 0
-    stage_args = (SimpleNamespace(nodeid="t.py::test_x"), None, [], 5.0, [], time.monotonic(), CaseJudgement("x"),
-                  0.01)
-
-    def fake_pair(item: object, plan: object, stage: object, timed: object, fresh_world: bool) -> dict[str, object]:
-        stage.a_first.append(True)  # type: ignore[attr-defined]
-        return {"a": {}, "b": {}}
-
-    gate._pair = fake_pair  # type: ignore[method-assign]
-    gate._run_stage(*stage_args)  # type: ignore[arg-type]  # negative control: nobody listening is fine
+    """The trial tells its listener after every block pair, counted over the case's stages; the live gate
+    hands the listener to its trial."""
+    pairs = [BlockPair({"step_time_s": (0.01 * (1 + 0.01 * (i % 3)),)}, {"step_time_s": (0.01,)}) for i in range(60)]
+    trial = Trial(VerdictWriter("HEAD", "0" * 40), RunLevelRule(0.01, 1), SequentialRule())
+    item = JudgedItem("t.py::test_x", Path("t.py"), 60.0)
+    directed = {"step_time_s": MetricResult.of("step_time_s", [0.01])}
+    judgement = CaseJudgement(item.nodeid)
+    source = ListSource(pairs)
+    trial.judge_case(item, directed, {"step_time_s": "s"}, 10.0, source, judgement, 0.0)  # nobody listening
     told: list[tuple[str, int]] = []
-    gate.on_pair = lambda nodeid, pairs: told.append((nodeid, pairs))
-    gate._run_stage(*stage_args)  # type: ignore[arg-type]
-    assert told == [("t.py::test_x", 1)]
+    trial.on_pair = lambda nodeid, done: told.append((nodeid, done))
+    judgement = CaseJudgement(item.nodeid)
+    trial.judge_case(item, directed, {"step_time_s": "s"}, 10.0, ListSource(pairs), judgement, 0.0)
+    assert source.served >= 4 and told == [("t.py::test_x", n) for n in range(1, sum(judgement.stages) + 1)], told
+    assert isinstance(PairedGate.on_pair, property) and PairedGate.on_pair.fset is not None
 
 
 GATED_CASE = """

@@ -25,6 +25,7 @@ from typing import Any
 
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
 from pytest_dmlbench.gates.stored.block_test import Alternative, block_test
 from pytest_dmlbench.gates.stored.detectable import detectable_pct
@@ -78,11 +79,6 @@ def _bad_change_pct(base: float, cur: float, better: Direction, unit: str) -> fl
         return math.inf if (cur > 0) == (better == "lower") else -math.inf
     ratio = cur / base
     return (ratio - 1.0) * 100.0 if better == "lower" else (1.0 - ratio) * 100.0
-
-
-# Counts and peaks rather than timings (a byte count, a memory peak): not noisy the way times are, and often
-# one reading per case, so they are judged by the threshold alone (and the saved runs, when there are three).
-SINGLE_READING_METRICS = frozenset({"peak_rss_mb", "peak_cuda_mb", "comm_bytes_per_step"})
 
 
 def compare_metric(

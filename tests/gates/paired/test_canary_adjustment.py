@@ -12,7 +12,7 @@ import pytest
 from pytest_dmlbench.config import parse_canary
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.paired.canary_adjustment import MIN_ADJUSTED_PAIRS, adjusted_estimate, canary_logs
-from pytest_dmlbench.gates.paired.gate import Stage
+from pytest_dmlbench.gates.paired.stage import Stage
 from pytest_dmlbench.gates.paired.statistics import estimate, judge
 from pytest_dmlbench.measure.canary import bracket, read_canary
 from pytest_dmlbench.measure.clock import ManualClock, use_clock

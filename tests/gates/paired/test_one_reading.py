@@ -7,13 +7,16 @@ import math
 import random
 import re
 import statistics
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from pytest_dmlbench.gates.paired.one_reading import one_reading_groups, same_reading
+from pytest_dmlbench.gates.paired.pairs import BlockPair, PairSource
+from pytest_dmlbench.gates.paired.recorded import RecordedCase, recorded_source
 from pytest_dmlbench.gates.paired.statistics import block_median, pair_values
-from pytest_dmlbench.gates.replay import RecordedCase, ReplayGate
+from pytest_dmlbench.gates.replay import Replay
 
 COLLECTIVE = {"step_time_s": ("s", "lower"), "algbw_gbps": ("GB/s", "higher"), "busbw_gbps": ("GB/s", "higher")}
 NBYTES = 64e6
@@ -106,7 +109,7 @@ def _confirmed_at(verdict: Any) -> float:
 def test_one_reading_counts_once_in_the_run_level_split() -> None:
     """A slowed collective is confirmed at the case's whole share when its three figures are one reading,
     and at a third of it when each figure carries noise of its own (the negative control)."""
-    gate = ReplayGate(0.01, 100)
+    gate = Replay(0.01, 100)
     one = gate.replay_case(_collective("t.py::one"), random.Random(2), slowdown=0.3)
     assert {v.kind for v in one} == {"regression"}, [v.message for v in one]
     assert {_confirmed_at(v) for v in one} == {1e-4}
@@ -123,7 +126,7 @@ def test_counting_one_reading_once_catches_a_slowdown_more_often() -> None:
     when its figures count as one test than when (with a millionth of noise of their own) they count as three
     (measured: 32 and 25 of 60 nights)."""
     def caught(own_noise: float) -> int:
-        gate, rng = ReplayGate(0.01, 150), random.Random(5)
+        gate, rng = Replay(0.01, 150), random.Random(5)
         case = _collective("t.py::c", own_noise, seed=3, noise=NOISE)
         return sum(any(v.kind == "regression" for v in gate.replay_case(case, rng, slowdown=0.10))
                    for _ in range(60))
@@ -132,24 +135,34 @@ def test_counting_one_reading_once_catches_a_slowdown_more_often() -> None:
     assert once >= thrice + 4, (once, thrice)
 
 
-class _Diverging(ReplayGate):
-    """A replay whose confirmation pairs read throughput with noise of its own: the figures that were one
+class _Diverging:
+    """A source whose confirmation pairs read throughput with noise of its own: the figures that were one
     reading in the first stage move apart in the second."""
 
-    def _pair(self, item: Any, plan: Any, stage: Any, timed: Any, fresh_world: bool = False) -> dict[str, Any]:
-        answer = super()._pair(item, plan, stage, timed, fresh_world)
-        if self.judgements[-1].stages:  # the first stage is done: this is a confirmation pair
-            stage.a["algbw_gbps"][-1] *= 1 + 0.01 * random.Random(len(stage.a_first)).gauss(0, 1)
-        return answer
+    def __init__(self, source: PairSource) -> None:
+        self.source, self.confirming = source, 0
+
+    def pair(self, fresh_world: bool, confirming: bool) -> BlockPair:
+        pair = self.source.pair(fresh_world, confirming)
+        if not confirming:
+            return pair
+        self.confirming += 1
+        (algbw,) = pair.a["algbw_gbps"]
+        moved = algbw * (1 + 0.01 * random.Random(self.confirming).gauss(0, 1))
+        return replace(pair, a={**pair.a, "algbw_gbps": (moved,)})
+
+    def now(self) -> float:
+        return self.source.now()
 
 
 def test_a_member_that_moves_apart_from_its_representative_in_the_confirmation_is_left_unsettled() -> None:
     case = _collective("t.py::c")
-    kinds = {v.metric: v for v in _Diverging(0.01, 1).replay_case(case, random.Random(2), slowdown=0.3)}
+    diverging = _Diverging(recorded_source(case, random.Random(2), slowdown=0.3))
+    kinds = {v.metric: v for v in Replay(0.01, 1).run(case, diverging)}
     assert kinds["step_time_s"].kind == "regression" and kinds["busbw_gbps"].kind == "regression"
     moved = kinds["algbw_gbps"]
     assert moved.kind == "inconclusive" and moved.inconclusive_cause == "unsettled", moved.message
     assert "moved apart from step_time_s in the confirmation's pairs" in moved.message
     # negative control: the same pairs without the divergence fail all three figures
-    same = ReplayGate(0.01, 1).replay_case(case, random.Random(2), slowdown=0.3)
+    same = Replay(0.01, 1).replay_case(case, random.Random(2), slowdown=0.3)
     assert {v.kind for v in same} == {"regression"}

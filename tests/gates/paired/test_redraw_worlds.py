@@ -12,8 +12,8 @@ import pytest
 from pytest_dmlbench.config import parse_redraw_worlds
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
+from pytest_dmlbench.gates.paired.live_source import redraw_interval
 from pytest_dmlbench.gates.paired.protocol import PROTOCOL_VERSION, Channel, Hello
-from pytest_dmlbench.gates.replay import ReplayGate
 from tests.conftest import run_pytest
 from tests.gates.paired.one_case_run import paired_one_case
 
@@ -101,18 +101,15 @@ def test_a_server_that_cannot_redraw_keeps_the_worlds_and_says_which(tmp_path: P
                                                                       own_redraws: bool) -> None:
     """A server whose hello does not offer fresh worlds (a release before them, or the Ray launcher, whose
     actors no pool keeps) is never asked for one, by either side, and the case's notes name it."""
-    gate = ReplayGate(run_alpha=0.01, judged_cases=1)
-    gate.ref = _served_hello(tmp_path, "REF old", redraws_worlds=ref_redraws)
-    gate.own = _served_hello(tmp_path, "own", redraws_worlds=own_redraws)
+    servers = (_served_hello(tmp_path, "REF old", redraws_worlds=ref_redraws),
+               _served_hello(tmp_path, "own", redraws_worlds=own_redraws))
     unable = "REF old" if not ref_redraws else "own"
-    assert gate._redraw_interval(2) == (0, f"worlds kept, not redrawn: {unable} (pytest-dmlbench 0.2.0) cannot "
-                                           "start fresh ones for its blocks")
+    assert redraw_interval(2, servers) == (0, f"worlds kept, not redrawn: {unable} (pytest-dmlbench 0.2.0) "
+                                              "cannot start fresh ones for its blocks")
 
 
 def test_both_servers_that_can_redraw_are_asked_to(tmp_path: Path) -> None:
     """The positive control of the one above: both offer it, the gate redraws and notes nothing; at 0, never."""
-    gate = ReplayGate(run_alpha=0.01, judged_cases=1)
-    gate.ref = _served_hello(tmp_path, "REF", redraws_worlds=True)
-    gate.own = _served_hello(tmp_path, "own", redraws_worlds=True)
-    assert gate._redraw_interval(3) == (3, None)
-    assert gate._redraw_interval(0) == (0, None)
+    servers = (_served_hello(tmp_path, "REF", redraws_worlds=True), _served_hello(tmp_path, "own", redraws_worlds=True))
+    assert redraw_interval(3, servers) == (3, None)
+    assert redraw_interval(0, servers) == (0, None)
