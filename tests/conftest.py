@@ -73,13 +73,27 @@ def _inner_runs_tmpdir_removed() -> Iterator[None]:
         shutil.rmtree(_INNER_TMPDIR.pop(), ignore_errors=True)
 
 
+def uses_hypothesis(folder: Path) -> bool:
+    """Whether any Python file in ``folder`` (hidden folders and caches left out) mentions Hypothesis."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")]
+        for name in files:
+            if name.endswith(".py") and "hypothesis" in Path(root, name).read_text(errors="replace"):
+                return True
+    return False
+
+
 def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Outcome:
     """Run ``python -m pytest`` in ``folder`` (its own rootdir) and capture everything it prints; its
-    ``TMPDIR`` is the test's :func:`inner_tmpdir` unless ``env`` names one."""
+    ``TMPDIR`` is the test's :func:`inner_tmpdir` unless ``env`` names one.
+
+    Hypothesis's pytest plugin imports all of Hypothesis at every session's end (about 1 s of a loaded core),
+    so it is loaded only where the folder's files use Hypothesis."""
     (folder / "pytest.ini").exists() or (folder / "pytest.ini").write_text("[pytest]\n")
     env.setdefault("TMPDIR", str(inner_tmpdir()))
+    plugins = () if uses_hypothesis(folder) else ("-p", "no:hypothesispytest")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *plugins, *args],
         cwd=folder, capture_output=True, text=True, timeout=timeout, env=clean_env(**env),
     )
     return Outcome(proc.returncode, proc.stdout + proc.stderr)
