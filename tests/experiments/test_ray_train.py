@@ -2,8 +2,11 @@
 plugin's own world, side by side in one ``--dmlbench-json``; an experiment that cannot reach its
 min_accuracy fails (the negative control); without Ray the item is skipped naming the install command.
 
-The end-to-end test starts a real embedded Ray instance (tens of seconds on a loaded 2-core machine) and
-is skipped where Ray Train is not installed (``pip install -e ".[ray]"``).
+Each Ray Train item starts a real embedded Ray instance (30-60 s on a loaded 2-core machine), and the tests
+are skipped where Ray Train is not installed (``pip install -e ".[ray]"``). The whole comparison (three fits:
+saved, then judged beside the negative control) is marked ``slow`` and runs daily; every CI run keeps the
+smoke of the same path: one session of a Ray Train fit and the negative control, its figures checked, with
+the probe that the pytest process is a Ray driver only while an experiment runs.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ def samples(case: dict, metric: str) -> list[float]:
     return case["metrics"][metric]["samples"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not RAY_TRAIN_INSTALLED, reason=RAY_MISSING)
 def test_ray_train_runs_beside_the_plugin_world_and_is_judged(tmp_path: Path) -> None:
     write_files(tmp_path, **{"dmlbench_ray.yaml": EXPERIMENTS})
@@ -136,13 +140,29 @@ DRIVER_PROBE = """
 
 
 @pytest.mark.skipif(not RAY_TRAIN_INSTALLED, reason=RAY_MISSING)
-def test_the_pytest_process_is_a_ray_driver_only_while_the_experiment_runs(tmp_path: Path) -> None:
-    """After a Ray Train item the pytest process is no longer connected to Ray, so a later in-process case
-    that forks (worlds of its own, DataLoader workers) cannot break Ray's connections; before, the session
-    could hang at its end in ``ray.shutdown``."""
+def test_a_ray_train_fit_and_its_negative_control_with_the_pytest_process_a_driver_only_meanwhile(
+        tmp_path: Path) -> None:
+    """The smoke of the Ray Train path every CI run keeps: a fit's figures, the negative control that fails its
+    min_accuracy, and, after the Ray Train items, the pytest process no longer connected to Ray, so a later
+    in-process case that forks (worlds of its own, DataLoader workers) cannot break Ray's connections; before,
+    the session could hang at its end in ``ray.shutdown``."""
     write_files(tmp_path, **{"dmlbench_ray.yaml": EXPERIMENTS, "test_zafter.py": DRIVER_PROBE})
-    run = run_pytest(tmp_path, "--dmlbench", "-k", "(learns and ray_train) or probe or after", "-p", "no:randomly",
-                     timeout=600)
-    assert run.returncode == 0, run.output
-    run.lines.fnmatch_lines(["*3 passed, 2 deselected*"])
+    run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-json", "results.json", "-p", "no:randomly",
+                     "-k", "(learns and ray_train) or frozen or probe or after", timeout=900)
+    assert run.returncode == 1, run.output
+    run.lines.fnmatch_lines([
+        "*experiment frozen: held-out accuracy * < min_accuracy 0.4 after 2 epoch(s)*the model did not learn*",
+        "FAILED dmlbench_ray.yaml::frozen*",
+        "*1 failed, 3 passed, 1 deselected*",
+    ])
     assert "warnings summary" not in run.output  # Ray's warnings about its own settings are not the user's
+    cases = json.loads((tmp_path / "results.json").read_text())["cases"]
+    assert [c["nodeid"] for c in cases] == ["dmlbench_ray.yaml::learns[framework=ray_train]"]  # frozen kept none
+    ray = cases[0]
+    assert set(ray["metrics"]) >= FIGURES | {"ray_fit_time_s"}
+    assert ray["world_size"] == 2 and ray["backend"] == "gloo" and ray["outcome"] == "passed"
+    assert samples(ray, "comm_bytes_per_step") == [MLP_PARAMETER_BYTES] * 16  # every parameter byte, every step
+    assert min(samples(ray, "accuracy")) >= 0.0 and samples(ray, "accuracy")[-1] >= 0.4
+    assert samples(ray, "ray_fit_time_s")[0] > samples(ray, "total_time_s")[0]
+    epochs = zip(samples(ray, "throughput_samples_per_s"), samples(ray, "epoch_time_s"), strict=True)
+    assert [round(rate * seconds) for rate, seconds in epochs] == [8 * 64] * 2
