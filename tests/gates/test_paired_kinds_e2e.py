@@ -1,6 +1,10 @@
 """The paired gate judges every figure a case records, in a real git repository (REF committed, the change
 in the working tree): in-process figures, one-reading figures, the confirmation stage and the budget.
 
+The unchanged run and the scope runs are each made once (``shared_sessions``) for the tests that judge them:
+the run-wide pair budget of 0.001 s applies to ``test_noisy`` alone, every other case naming the default
+budget (60 s) in its marker, so one run shows both the budget's inconclusive and the other cases' verdicts.
+
 Sleeps, not busy loops, so that the verdicts do not depend on how loaded the machine's cores are; changes
 are several-fold against a 50 % threshold, so noise cannot flip them.
 """
@@ -8,11 +12,13 @@ are several-fold against a 50 % threshold, so noise cannot flip them.
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_pytest, write_files
+from tests.conftest import Outcome, run_pytest, write_files
+from tests.gates.conftest import SharedSessions
 from tests.gates.paired.gitrepo import make_repo
 
 LIB_REF = """
@@ -50,6 +56,7 @@ CASES = """
 
     import lib
 
+    @pytest.mark.dmlbench_gate(pair_budget=60)  # the default: a run-wide budget is for test_noisy
     def test_in_process(dmlbench_metrics, tmp_path):
         # (tmp_path: REF serves the rank case after this one once this item's fixtures are torn down)
         samples = []
@@ -60,11 +67,12 @@ CASES = """
         (tmp_path / "samples.txt").write_text(str(samples))
         dmlbench_metrics.record("dispatch_overhead_s", samples)
 
+    @pytest.mark.dmlbench_gate(pair_budget=60)
     def test_seeded_accuracy(dmlbench_metrics):
         # a deterministic figure (a seeded training's accuracy): every block of either side reads one value
         dmlbench_metrics.record("accuracy", [lib.ACCURACY])
 
-    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    @pytest.mark.dmlbench(world_size=2, threshold=50, pair_budget=60)
     def test_one_reading(dist, dmlbench):
         dmlbench(time.sleep, 0.005)
         # a figure read once per run, +-20 % noise from run to run (rank 0's value is the one kept)
@@ -78,8 +86,9 @@ CASES = """
         # is 1, the working tree's 3: its count runs one call ahead, the ordinary run's): block pairs read
         # 0.67x and 1.5x alternately, which four pairs cannot
         # settle against a 10 % threshold, whatever the machine does (random noise made it a coin toss).
-        # Only the budget test runs it: with equal phases both sides would share one counter, and the order
-        # of a pair's two blocks could then give one side every low reading (a +50 % "regression")
+        # Only runs whose working tree has NOISE_PHASE 3 run it: with equal phases both sides would share one
+        # counter, and the order of a pair's two blocks could then give one side every low reading (a +50 %
+        # "regression"). Its budget is the run's (--dmlbench-pair-budget)
         reading = lib.READING
         if dist.rank == 0:  # rank 0's value is the one kept
             counter = pathlib.Path(os.environ["COUNTER_DIR"]) / f"noisy-{lib.NOISE_PHASE}"
@@ -88,17 +97,17 @@ CASES = """
             reading *= 1.2 if (calls + int(lib.NOISE_PHASE)) % 2 == 0 else 0.8
         dmlbench.record("time_to_accuracy_s", reading)
 
-    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    @pytest.mark.dmlbench(world_size=2, threshold=50, pair_budget=60)
     def test_first_stage_only(dist, dmlbench):
         counter = pathlib.Path(os.environ["COUNTER_DIR"]) / "calls"
         dmlbench.pedantic(lib.step_slow_in_first_calls, args=(counter, dist.rank), rounds=5)
 
-    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    @pytest.mark.dmlbench(world_size=2, threshold=50, pair_budget=60)
     def test_fraction(dist, dmlbench):
         dmlbench(time.sleep, 0.005)
         dmlbench.record("exposed_comm_fraction", [0.0] * 5)
 
-    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    @pytest.mark.dmlbench(world_size=2, threshold=50, pair_budget=60)
     def test_unit(dist, dmlbench):
         dmlbench(time.sleep, 0.005)
         dmlbench.record("my_time", [1.0] * 5, unit=lib.UNIT, better="lower")
@@ -121,23 +130,63 @@ def verdicts(results: Path) -> dict[str, dict[str, dict[str, object]]]:
     return {c["nodeid"].split("::")[-1]: {v["metric"]: v for v in c["verdicts"]} for c in cases}
 
 
-def paired(repo: Path, *args: str) -> tuple[object, dict[str, dict[str, dict[str, object]]]]:
-    results = repo.parent / f"results-{len(list(repo.parent.glob('results-*')))}.json"
+Verdicts = dict[str, dict[str, dict[str, object]]]
+Paired = tuple[Outcome, Verdicts, set[str]]
+
+
+def paired(repo: Path, *args: str) -> Paired:
+    """A paired run against HEAD: its outcome, its verdicts by case and figure, and the cases that failed."""
+    number = len(list(repo.parent.glob("results-*")))
+    results, junit = repo.parent / f"results-{number}.json", repo.parent / f"junit-{number}.xml"
     counter = repo.parent / "counter"
     counter.mkdir(exist_ok=True)
     for used in [counter / "calls", *counter.glob("noisy-*")]:
         used.unlink(missing_ok=True)
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-json", str(results), *args,
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-json", str(results),
+                     "--junitxml", str(junit), *args,
                      timeout=900, COUNTER_DIR=str(counter), COLUMNS="1000")  # messages on one line, matched whole
-    return run, verdicts(results)
+    failed = {case.get("name", "") for case in ET.parse(junit).iter("testcase") if case.find("failure") is not None}
+    return run, verdicts(results), failed
+
+
+def units_changed(repo: Path) -> Path:
+    """REF records ``my_time`` in s, the working tree in ms."""
+    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace('UNIT = "s"', 'UNIT = "ms"'))
+    return repo
+
+
+def _unchanged_run(folder: Path) -> Paired:
+    """Every case, with no scope asked: the first stage slowed alone, units changed, the noisy figure's phase
+    opposed and its budget (the run's) spent at the minimum of pairs."""
+    repo = units_changed(project(folder / "repo", FIRST_CALLS_SLOW="5.0", NOISE_PHASE="3.0"))
+    return paired(repo, "--dmlbench-pair-budget", "0.001")
+
+
+def _untestable_scope_run(folder: Path) -> Paired:
+    """An unsettled figure (test_noisy's) beside an untestable one (test_unit's) under the untestable scope."""
+    repo = units_changed(project(folder / "repo", NOISE_PHASE="3.0"))
+    return paired(repo, "-k", "noisy or test_unit", "--dmlbench-pair-budget", "0.001", "--dmlbench-fail-on-untestable")
+
+
+def _inconclusive_scope_run(folder: Path) -> Paired:
+    repo = project(folder / "repo", NOISE_PHASE="3.0")
+    return paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001", "--dmlbench-fail-on-inconclusive")
+
+
+@pytest.fixture
+def unchanged_run(shared_sessions: SharedSessions) -> Paired:
+    return shared_sessions.get("kinds-unchanged", _unchanged_run)[0]
+
+
+@pytest.fixture
+def untestable_scope_run(shared_sessions: SharedSessions) -> Paired:
+    return shared_sessions.get("kinds-untestable-scope", _untestable_scope_run)[0]
 
 
 def test_unchanged_code_gives_no_change_verdict_and_the_first_stage_alone_fails_nothing(
-        tmp_path: Path) -> None:
-    repo = project(tmp_path / "repo", FIRST_CALLS_SLOW="5.0")
-    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace('UNIT = "s"', 'UNIT = "ms"'))
-    run, found = paired(repo, "-k", "not noisy")
-    assert run.returncode == 0, run.output  # type: ignore[attr-defined]
+        unchanged_run: Paired) -> None:
+    run, found, failed = unchanged_run
+    assert run.returncode == 0 and not failed, run.output
     # a noisy one-reading figure is re-read in every block and judged on block pairs, never on one reading
     reading = found["test_one_reading"]["time_to_accuracy_s"]
     assert reading["kind"] in ("unchanged", "inconclusive"), reading
@@ -168,8 +217,8 @@ def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path)
     # the confirmation is given every pair the first stage had: slow throughout this time
     lib = (repo / "lib.py").read_text()
     (repo / "lib.py").write_text(lib.replace("if calls <= 12 + 7 + 4 * 7", "if calls <= 10**9"))
-    run, found = paired(repo, "-k", "not noisy")
-    assert run.returncode == 1, run.output  # type: ignore[attr-defined]
+    run, found, _ = paired(repo, "-k", "not noisy")
+    assert run.returncode == 1, run.output
     assert found["test_in_process"]["dispatch_overhead_s"]["kind"] == "regression"  # a 5x in-process slowdown
     assert found["test_one_reading"]["time_to_accuracy_s"]["kind"] == "regression"  # 3x a one-reading figure
     seeded = found["test_seeded_accuracy"]["accuracy"]  # a deterministic figure 30 pp worse: tested in full
@@ -178,36 +227,35 @@ def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path)
     assert confirmed["kind"] == "regression" and "confirmed yes" in str(confirmed["message"])
     estimate = confirmed["paired"]  # the deciding stage's estimate, beyond the 50 % threshold
     assert estimate["stage"] == "confirmation" and estimate["estimate"] > 1.5, estimate  # type: ignore[index,operator]
-    run.lines.fnmatch_lines(["*dispatch_overhead_s regressed against REF HEAD (*): * ms -> * ms, x* slower*"])  # type: ignore[attr-defined]
+    run.lines.fnmatch_lines(["*dispatch_overhead_s regressed against REF HEAD (*): * ms -> * ms, x* slower*"])
 
 
-def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_asked(tmp_path: Path) -> None:
-    repo = project(tmp_path / "repo", NOISE_PHASE="3.0")
-    run, found = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001")
-    assert run.returncode == 0, run.output  # type: ignore[attr-defined]
+def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_asked(
+        unchanged_run: Paired, untestable_scope_run: Paired, shared_sessions: SharedSessions) -> None:
+    run, found, failed = unchanged_run  # no scope asked: the run passes with the budget's inconclusive in it
+    assert run.returncode == 0 and "test_noisy" not in failed, run.output
     noisy = found["test_noisy"]["time_to_accuracy_s"]
     assert noisy["kind"] == "inconclusive", noisy  # the budget stops at the minimum of 4 pairs, still unclear
     assert "over 4 block pairs" in str(noisy["message"]) and "pair budget of 0.001 s was spent" in str(noisy["message"])
     # a test ran over 4 pairs and could not settle the threshold: unsettled, not untestable
     assert noisy["inconclusive_cause"] == "unsettled"
     assert "smallest change this test could detect" in str(noisy["message"])
-    untestable_only, _ = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001",
-                                "--dmlbench-fail-on-untestable")
-    assert untestable_only.returncode == 0, untestable_only.output  # type: ignore[attr-defined]
-    untestable_only.lines.fnmatch_lines(["*1 inconclusive (0 untestable, 1 unsettled)*"])  # type: ignore[attr-defined]
-    strict, _ = paired(repo, "-k", "noisy", "--dmlbench-pair-budget", "0.001", "--dmlbench-fail-on-inconclusive")
-    assert strict.returncode == 1, strict.output  # type: ignore[attr-defined]
-    strict.lines.fnmatch_lines(["*time_to_accuracy_s inconclusive (tested, not settled) against REF HEAD*"])  # type: ignore[attr-defined]
+    # the untestable scope fails test_unit's untestable figure (below), not test_noisy's unsettled one
+    untestable_only, scoped, failed = untestable_scope_run
+    assert scoped["test_noisy"]["time_to_accuracy_s"]["inconclusive_cause"] == "unsettled", scoped["test_noisy"]
+    assert "test_noisy" not in failed, untestable_only.output
+    untestable_only.lines.fnmatch_lines(["*2 inconclusive (1 untestable, 1 unsettled)*"])
+    strict, _, failed = shared_sessions.get("kinds-inconclusive-scope", _inconclusive_scope_run)[0]
+    assert strict.returncode == 1 and failed == {"test_noisy"}, strict.output
+    strict.lines.fnmatch_lines(["*time_to_accuracy_s inconclusive (tested, not settled) against REF HEAD*"])
 
 
-def test_an_untestable_figure_fails_under_the_untestable_scope(tmp_path: Path) -> None:
-    repo = project(tmp_path / "repo")
-    (repo / "lib.py").write_text((repo / "lib.py").read_text().replace('UNIT = "s"', 'UNIT = "ms"'))
-    run, found = paired(repo, "-k", "test_unit", "--dmlbench-fail-on-untestable")
-    assert run.returncode == 1, run.output  # type: ignore[attr-defined]
+def test_an_untestable_figure_fails_under_the_untestable_scope(untestable_scope_run: Paired) -> None:
+    run, found, failed = untestable_scope_run
+    assert run.returncode == 1 and failed == {"test_unit"}, run.output
     unit = found["test_unit"]["my_time"]
     assert unit["kind"] == "inconclusive" and unit["inconclusive_cause"] == "untestable", unit
-    run.lines.fnmatch_lines(["*my_time inconclusive (not tested) against REF HEAD*unit changed*"])  # type: ignore[attr-defined]
+    run.lines.fnmatch_lines(["*my_time inconclusive (not tested) against REF HEAD*unit changed*"])
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon"])
