@@ -1,23 +1,30 @@
 """Baselines end to end: save, compare unchanged, injected slowdown, corrupt files, identities, xdist saves,
-reports."""
+reports.
+
+Each inner pytest run costs seconds before it measures anything, so the runs whose outcome does not depend on
+the test that reads them are shared: one project saved three times by ``ci/refresh_baselines.sh`` (module
+scope), one unchanged and one slowed comparison of it, which several tests read; a test that changes the
+baselines works on a copy of the saved ones."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env, run_pytest, write_files
+from tests.conftest import Outcome, clean_env, run_pytest, write_files
 
 ONLY_A = "test_bench.py::test_step[a]"
 # These tests check the plumbing, not the machine's noise: a wide threshold (set through the ini form)
 # keeps sleep jitter on a loaded CI machine from ever looking like a change, and the injected changes
-# (2.5x slower or faster) are far beyond it.
+# (2.5x slower, 4x faster) are far beyond it.
 INI = "[pytest]\ndmlbench_threshold = 50\n"
 CASES = """
     import os, time
@@ -35,10 +42,14 @@ CASES = """
 """
 
 
+def write_project(folder: Path) -> Path:
+    write_files(folder, **{"test_bench.py": CASES, "pytest.ini": INI})
+    return folder
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    write_files(tmp_path, **{"test_bench.py": CASES, "pytest.ini": INI})
-    return tmp_path
+    return write_project(tmp_path)
 
 
 def baseline_files(folder: Path) -> list[Path]:
@@ -56,19 +67,87 @@ def save(folder: Path, *args: str, **env: str) -> None:
         assert saved.returncode == 0, saved.output
 
 
-def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None:
-    save(project)
-    files = baseline_files(project)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_refresh_script(project: Path, saves: str) -> subprocess.CompletedProcess[str]:
+    env = clean_env(DMLBENCH_CASES="test_bench.py", DMLBENCH_SAVES=saves)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # this venv's pytest
+    return subprocess.run(["bash", str(REPO / "ci" / "refresh_baselines.sh"), "saved.json"], cwd=project,
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def refreshed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """CASES (variants a and b) saved SAVES times by ``ci/refresh_baselines.sh``, the recipe the docs give.
+    Read only: the tests below compare against it (comparing writes no baseline), or change a copy."""
+    project = write_project(tmp_path_factory.mktemp("saved"))
+    return project, run_refresh_script(project, str(SAVES))
+
+
+@pytest.fixture(scope="module")
+def saved(refreshed: tuple[Path, subprocess.CompletedProcess[str]]) -> Path:
+    project, done = refreshed
+    assert done.returncode == 0, done.stdout + done.stderr
+    return project
+
+
+def copy_of_a(saved: Path, folder: Path) -> Path:
+    """A project in ``folder`` holding only case a's saved baseline (copied from the shared save)."""
+    write_project(folder)
+    (source,) = [f for f in baseline_files(saved) if json.loads(f.read_text())["cases"][0]["nodeid"] == ONLY_A]
+    target = folder / source.relative_to(saved)
+    target.parent.mkdir(parents=True)
+    shutil.copy2(source, target)
+    return folder
+
+
+@dataclass
+class Compared:
+    """One comparison of the saved project: its outcome and the JSON results, junit XML and GitHub step summary
+    it wrote."""
+
+    outcome: Outcome
+    results: Path
+    junit: Path
+    summary: Path
+
+
+def compare(project: Path, name: str, slowdown: str, **env: str) -> Compared:
+    """Compare every case with the saved baselines, writing ``<name>.json``, ``<name>.xml`` and appending to
+    ``<name>-summary.md`` (which holds an earlier step's text)."""
+    results, junit, summary = (project / f"{name}{suffix}" for suffix in (".json", ".xml", "-summary.md"))
+    summary.write_text("earlier step\n")
+    outcome = run_pytest(project, "--dmlbench", "--dmlbench-json", results.name, "--junitxml", junit.name,
+                         SLOWDOWN=slowdown, GITHUB_STEP_SUMMARY=str(summary), **env)
+    return Compared(outcome, results, junit, summary)
+
+
+@pytest.fixture(scope="module")
+def unchanged(saved: Path) -> Compared:
+    """The same code as saved, compared: the negative control of ``slowed`` (which differs only in the slowdown
+    and in printing its long lines unwrapped)."""
+    return compare(saved, "unchanged", "1")
+
+
+@pytest.fixture(scope="module")
+def slowed(saved: Path) -> Compared:
+    """Every case's step 2.5x slower than saved, compared."""
+    return compare(saved, "slowed", "2.5", COLUMNS="1000")  # its long lines are matched whole
+
+
+def test_save_then_unchanged_passes_with_verdicts_in_json(saved: Path, unchanged: Compared) -> None:
+    files = baseline_files(saved)
     assert len(files) == 2 and {f.parent.name for f in files} == {"ws2-gloo-fork-persistent"}
     stored = json.loads(files[0].read_text())
     assert stored["schema"] == 2 and len(stored["cases"][0]["metrics"]["step_time_s"]["samples"]) == 15
     assert stored["run"]["launcher"] == "fork" and stored["run"]["isolation"] == "persistent"
 
-    again = run_pytest(project, "--dmlbench", "--dmlbench-json", "results.json")
+    again = unchanged.outcome
     assert again.returncode == 0, again.output
     again.lines.fnmatch_lines(["test_bench.py::test_step[[]a]", "*throughput_samples_per_s*unchanged*",
                                "verdicts on*unchanged*"])
-    results = json.loads((project / "results.json").read_text())
+    results = json.loads(unchanged.results.read_text())
     assert results["schema"] == 2
     assert {"cpu_model", "logical_cores", "torch", "backend"} <= set(results["machine"])
     assert results["run"]["world_size"] == 2
@@ -80,9 +159,8 @@ def test_save_then_unchanged_passes_with_verdicts_in_json(project: Path) -> None
     assert len(case["metrics"]["throughput_samples_per_s"]["samples"]) == 15
 
 
-def test_injected_slowdown_fails_the_item_and_junit_records_it(project: Path) -> None:
-    save(project)
-    slow = run_pytest(project, "--dmlbench", "--junitxml", "junit.xml", SLOWDOWN="2.5", COLUMNS="1000")
+def test_injected_slowdown_fails_the_item_and_junit_records_it(slowed: Compared) -> None:
+    slow = slowed.outcome
     assert slow.returncode == 1, slow.output
     slow.lines.fnmatch_lines([
         "*step_time_s regressed*threshold 50*one-sided t-test on log block medians p=* < alpha 0.01 "
@@ -91,25 +169,27 @@ def test_injected_slowdown_fails_the_item_and_junit_records_it(project: Path) ->
         "--dmlbench-save*",
         "*2 failed*",
     ])
-    failures = [case for case in ET.parse(project / "junit.xml").iter("testcase") if case.find("failure") is not None]
+    failures = [case for case in ET.parse(slowed.junit).iter("testcase") if case.find("failure") is not None]
     assert len(failures) == 2
     assert "step_time_s regressed" in (failures[0].find("failure").get("message") or "")  # type: ignore[union-attr]
 
 
-def test_negative_control_same_code_is_not_flagged(project: Path) -> None:
+def test_negative_control_same_code_is_not_flagged(unchanged: Compared) -> None:
     """The slowdown test above must be caused by the slowdown: the same run without it passes."""
-    save(project)
-    same = run_pytest(project, "--dmlbench", SLOWDOWN="1")
+    same = unchanged.outcome
     assert same.returncode == 0, same.output
+    assert not [case for case in ET.parse(unchanged.junit).iter("testcase") if case.find("failure") is not None]
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "old-schema"])
-def test_corrupt_baseline_is_a_clear_error_and_the_file_is_untouched(project: Path, damage: str) -> None:
-    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
+def test_corrupt_baseline_is_a_clear_error_and_the_file_is_untouched(saved: Path, tmp_path: Path,
+                                                                      damage: str) -> None:
+    project = copy_of_a(saved, tmp_path)
     (target,) = baseline_files(project)
     text = target.read_text()
     broken = {"garbage": "not json at all", "truncated": text[: len(text) // 2],
               "old-schema": text.replace('"schema": 2', '"schema": 0', 1)}[damage]
+    assert broken != text
     target.write_text(broken)
     result = run_pytest(project, "--dmlbench", ONLY_A)
     assert result.returncode == 1
@@ -130,29 +210,6 @@ TINY = """
         dmlbench.pedantic(lambda: None, rounds=4, warmup=0)
 """
 
-
-def test_baselines_of_another_world_size_make_every_verdict_new_naming_them(tmp_path: Path) -> None:
-    write_files(tmp_path, **{"test_tiny.py": TINY, "pytest.ini": INI})
-    assert run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-save").returncode == 0
-    (saved,) = baseline_files(tmp_path)
-    assert saved.parent.name == "ws2-gloo-fork-persistent"
-    at_ws1 = run_pytest(tmp_path, "--dmlbench", "--world-size", "1", "--dmlbench-json", "ws1.json")
-    assert at_ws1.returncode == 0, at_ws1.output
-    (case,) = json.loads((tmp_path / "ws1.json").read_text())["cases"]
-    assert case["world_size"] == 1 and case["verdicts"]
-    for verdict in case["verdicts"]:
-        assert verdict["kind"] == "new"
-        assert ("no baseline at world size 1, launcher fork, isolation persistent on this machine (this case has "
-                "baselines for: ws2-gloo-fork-persistent); save one with: pytest --dmlbench --world-size 1 "
-                "--dmlbench-backend gloo test_tiny.py::test_tiny --dmlbench-save") in verdict["message"]
-    # negative control: at world size 2 the same case is compared with its baseline
-    at_ws2 = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-json", "ws2.json")
-    assert at_ws2.returncode == 0, at_ws2.output
-    (case,) = json.loads((tmp_path / "ws2.json").read_text())["cases"]
-    assert case["verdicts"] and all(v["kind"] != "new" for v in case["verdicts"])
-    assert baseline_files(tmp_path) == [saved]  # comparing wrote nothing
-
-
 FRESH_AND_PLAIN = """
     import pytest
 
@@ -166,27 +223,71 @@ FRESH_AND_PLAIN = """
 """
 
 
-def test_a_case_marked_fresh_keeps_its_baseline_under_the_fresh_identity(tmp_path: Path) -> None:
-    write_files(tmp_path, **{"test_iso.py": FRESH_AND_PLAIN, "pytest.ini": INI})
-    assert run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-save").returncode == 0
-    folders = {f.stem.split("test_iso.py__")[-1].rsplit("-", 1)[0]: f.parent.name for f in baseline_files(tmp_path)}
+@dataclass
+class Identities:
+    """TINY and FRESH_AND_PLAIN saved once at world size 2, and the baselines that save wrote."""
+
+    project: Path
+    saved: list[Path]
+
+
+@pytest.fixture(scope="module")
+def identities(tmp_path_factory: pytest.TempPathFactory) -> Identities:
+    project = tmp_path_factory.mktemp("identities")
+    write_files(project, **{"test_tiny.py": TINY, "test_iso.py": FRESH_AND_PLAIN, "pytest.ini": INI})
+    saving = run_pytest(project, "--dmlbench", "--world-size", "2", "--dmlbench-save")
+    assert saving.returncode == 0, saving.output
+    return Identities(project, baseline_files(project))
+
+
+@pytest.fixture(scope="module")
+def compared_at_ws2(identities: Identities) -> dict[str, dict]:
+    """Every identity case compared at world size 2, the size it was saved at: nodeid's name -> JSON case."""
+    compared = run_pytest(identities.project, "--dmlbench", "--world-size", "2", "--dmlbench-json", "ws2.json")
+    assert compared.returncode == 0, compared.output
+    return {c["nodeid"].split("::")[-1]: c for c in json.loads((identities.project / "ws2.json").read_text())["cases"]}
+
+
+def test_baselines_of_another_world_size_make_every_verdict_new_naming_them(
+        identities: Identities, compared_at_ws2: dict[str, dict]) -> None:
+    project = identities.project
+    (saved,) = [f for f in identities.saved if f.name.startswith("test_tiny")]
+    assert saved.parent.name == "ws2-gloo-fork-persistent"
+    at_ws1 = run_pytest(project, "--dmlbench", "--world-size", "1", "test_tiny.py", "--dmlbench-json", "ws1.json")
+    assert at_ws1.returncode == 0, at_ws1.output
+    (case,) = json.loads((project / "ws1.json").read_text())["cases"]
+    assert case["world_size"] == 1 and case["verdicts"]
+    for verdict in case["verdicts"]:
+        assert verdict["kind"] == "new"
+        assert ("no baseline at world size 1, launcher fork, isolation persistent on this machine (this case has "
+                "baselines for: ws2-gloo-fork-persistent); save one with: pytest --dmlbench --world-size 1 "
+                "--dmlbench-backend gloo test_tiny.py::test_tiny --dmlbench-save") in verdict["message"]
+    # negative control: at world size 2 the same case is compared with its baseline
+    case = compared_at_ws2["test_tiny"]
+    assert case["world_size"] == 2
+    assert case["verdicts"] and all(v["kind"] != "new" for v in case["verdicts"])
+    assert baseline_files(project) == identities.saved  # comparing wrote nothing
+
+
+def test_a_case_marked_fresh_keeps_its_baseline_under_the_fresh_identity(
+        identities: Identities, compared_at_ws2: dict[str, dict]) -> None:
+    folders = {f.stem.split("test_iso.py__")[-1].rsplit("-", 1)[0]: f.parent.name
+               for f in identities.saved if not f.name.startswith("test_tiny")}
     # the marker's isolation counts, not the run's (negative control: the unmarked case beside it)
     assert folders == {"test_fresh": "ws2-gloo-fork-fresh", "test_plain": "ws2-gloo-fork-persistent"}, folders
-    compared = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-json", "again.json")
-    assert compared.returncode == 0, compared.output
-    cases = {c["nodeid"].split("::")[-1]: c for c in json.loads((tmp_path / "again.json").read_text())["cases"]}
+    cases = {name: compared_at_ws2[name] for name in ("test_fresh", "test_plain")}
     assert cases["test_fresh"]["extra"]["isolation"] == "fresh" and "isolation" not in cases["test_plain"]["extra"]
     for case in cases.values():  # each found its own baseline
         assert case["verdicts"] and all(v["kind"] != "new" for v in case["verdicts"]), case["verdicts"]
 
 
-def test_old_layout_files_are_reported_and_left_alone(project: Path) -> None:
-    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
-    (saved,) = baseline_files(project)
-    old = saved.parent.parent / saved.name  # where pytest-dmlbench 0.2 kept it
-    old.write_bytes(saved.read_bytes().replace(b'"schema": 2', b'"schema": 1'))
+def test_old_layout_files_are_reported_and_left_alone(saved: Path, tmp_path: Path) -> None:
+    project = copy_of_a(saved, tmp_path)
+    (saved_a,) = baseline_files(project)
+    old = saved_a.parent.parent / saved_a.name  # where pytest-dmlbench 0.2 kept it
+    old.write_bytes(saved_a.read_bytes().replace(b'"schema": 2', b'"schema": 1'))
     before = old.read_bytes()
-    saved.unlink()
+    saved_a.unlink()
     result = run_pytest(project, "--dmlbench", ONLY_A, "--dmlbench-json", "r.json")
     assert result.returncode == 0, result.output
     result.lines.fnmatch_lines(["*BaselineWarning: 1 baseline file of an older layout (schema 1) is in *"])
@@ -196,8 +297,8 @@ def test_old_layout_files_are_reported_and_left_alone(project: Path) -> None:
     assert old.read_bytes() == before and baseline_files(project) == []
 
 
-def test_new_cases_and_no_compare(project: Path) -> None:
-    save(project, ONLY_A)
+def test_new_cases_and_no_compare(saved: Path, tmp_path: Path) -> None:
+    project = copy_of_a(saved, tmp_path)  # case a saved SAVES times, case b never
     result = run_pytest(project, "--dmlbench")
     assert result.returncode == 0, result.output
     result.lines.fnmatch_lines(["verdicts on 6 figure(s) of * case(s): 3 new, 3 unchanged"])
@@ -206,12 +307,14 @@ def test_new_cases_and_no_compare(project: Path) -> None:
     assert "regress" not in off.output.lower()
 
 
-def test_improvement_is_reported_and_fails_only_when_asked(project: Path) -> None:
-    save(project, ONLY_A, SLOWDOWN="2.5")
-    faster = run_pytest(project, "--dmlbench", ONLY_A)
+def test_improvement_is_reported_and_fails_only_when_asked(saved: Path, tmp_path: Path) -> None:
+    """The step 4x faster than saved: 5 ms against 20 ms (the margin for sleep overshoot is the 10 ms it
+    was when the baseline was saved 2.5x slower, 50 ms against 20 ms)."""
+    project = copy_of_a(saved, tmp_path)
+    faster = run_pytest(project, "--dmlbench", ONLY_A, SLOWDOWN="0.25")
     assert faster.returncode == 0, faster.output
     faster.lines.fnmatch_lines(["*improvement*"])
-    strict = run_pytest(project, "--dmlbench", ONLY_A, "--dmlbench-fail-on-improvement")
+    strict = run_pytest(project, "--dmlbench", ONLY_A, "--dmlbench-fail-on-improvement", SLOWDOWN="0.25")
     assert strict.returncode == 1
     strict.lines.fnmatch_lines(["*step_time_s improved*"])
 
@@ -227,37 +330,25 @@ def test_xdist_workers_save_and_compare_without_losing_cases(tmp_path: Path) -> 
     assert all(v["kind"] == "unchanged" for c in cases for v in c["verdicts"] if v["metric"] == "step_time_s")
 
 
-def test_github_step_summary_is_appended(project: Path) -> None:
-    summary = project / "summary.md"
-    summary.write_text("earlier step\n")
-    result = run_pytest(project, "--dmlbench", ONLY_A, GITHUB_STEP_SUMMARY=str(summary))
-    assert result.returncode == 0, result.output
-    text = summary.read_text()
+def test_github_step_summary_is_appended(unchanged: Compared) -> None:
+    assert unchanged.outcome.returncode == 0, unchanged.outcome.output
+    text = unchanged.summary.read_text()
     assert text.startswith("earlier step\n")
     assert "## pytest-dmlbench results" in text and "step_time_s" in text
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run_refresh_script(project: Path, saves: str) -> subprocess.CompletedProcess[str]:
-    env = clean_env(DMLBENCH_CASES="test_bench.py", DMLBENCH_SAVES=saves)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # this venv's pytest
-    return subprocess.run(["bash", str(REPO / "ci" / "refresh_baselines.sh"), "saved.json"], cwd=project,
-                          capture_output=True, text=True, env=env, timeout=300)
-
-
-def test_refresh_script_saves_repeatedly_and_verdicts_use_the_run_history(project: Path) -> None:
-    done = run_refresh_script(project, "3")
+def test_refresh_script_saves_repeatedly_and_verdicts_use_the_run_history(
+        refreshed: tuple[Path, subprocess.CompletedProcess[str]], unchanged: Compared, slowed: Compared) -> None:
+    project, done = refreshed
     assert done.returncode == 0, done.stdout + done.stderr
     stored = json.loads(baseline_files(project)[0].read_text())["cases"][0]["metrics"]["step_time_s"]
     assert len(stored["history"]) == 2  # the medians of the first two saves; the third's samples
-    again = run_pytest(project, "--dmlbench", "--dmlbench-json", "results.json")
+    again = unchanged.outcome
     assert again.returncode == 0, again.output
-    verdict = json.loads((project / "results.json").read_text())["cases"][0]["verdicts"][0]
+    verdict = json.loads(unchanged.results.read_text())["cases"][0]["verdicts"][0]
     assert verdict["baseline_runs"] == 3 and verdict["between_runs_p"] is not None
     assert "3 saved runs of the baseline, run-to-run spread" in verdict["message"]
-    slow = run_pytest(project, "--dmlbench", ONLY_A, SLOWDOWN="2.5", COLUMNS="1000")  # matched whole
+    slow = slowed.outcome
     assert slow.returncode == 1, slow.output
     slow.lines.fnmatch_lines(["*step_time_s regressed*between runs p=* < alpha 0.01 (3 saved runs*"])
 
