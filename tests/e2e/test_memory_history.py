@@ -4,9 +4,12 @@ world, a case that keeps 150 MB in its rank (as imports and caches do), and the 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import run_pytest, write_files
+import pytest
+
+from tests.conftest import Outcome, run_pytest, write_files
 
 CASES = """
     import torch
@@ -42,32 +45,6 @@ CASES = """
 """
 
 
-def _figures(folder: Path) -> dict[str, dict[str, float]]:
-    out = folder / "results.json"
-    outcome = run_pytest(folder, "--dmlbench", "test_cases.py", "--dmlbench-json", str(out))
-    assert outcome.returncode == 0, outcome.output
-    return {
-        case["nodeid"].rsplit("::", 1)[1]: {
-            name: case["metrics"][name]["samples"][0] for name in ("peak_rss_mb", "raw_high_water_mb")
-        }
-        for case in json.loads(out.read_text())["cases"]
-        if "_measured_" in case["nodeid"]
-    }
-
-
-def test_the_peak_of_a_case_is_the_same_after_a_case_that_kept_memory(tmp_path: Path) -> None:
-    """One session, so that both readings share the rank processes and their start: the same measured case
-    runs before and after a case that kept 150 MB, both after a warm-up case that did the code's one-time
-    set-up in the rank (a rank's first use of code does count, as documented). Two sessions would compare
-    rank start-up sizes too, which differed by 20 MB between sessions on a loaded machine."""
-    write_files(tmp_path, **{"test_cases.py": CASES})
-    figures = _figures(tmp_path)
-    first, after = figures["test_1_measured_first"], figures["test_3_measured_after"]
-    assert abs(after["peak_rss_mb"] - first["peak_rss_mb"]) < 20, (first, after)
-    # negative control: the rank's raw high-water mark does hold the 150 MB the first case kept
-    assert after["raw_high_water_mb"] - first["raw_high_water_mb"] > 130, (first, after)
-
-
 IDLE_CASES = """
     import os
     import pathlib
@@ -92,13 +69,54 @@ IDLE_CASES = """
 """
 
 
-def test_an_idle_rank_holds_no_freed_heap_of_its_last_case(tmp_path: Path) -> None:
+@dataclass
+class Session:
+    """Both files' cases run in one inner session (the rank processes of their worlds are their own: world
+    size 2 for test_cases.py, 1 for test_idle.py)."""
+
+    outcome: Outcome
+    results: Path
+    out_dir: Path
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    project = tmp_path_factory.mktemp("project")
+    out_dir = tmp_path_factory.mktemp("out")
+    write_files(project, **{"test_cases.py": CASES, "test_idle.py": IDLE_CASES})
+    results = project / "results.json"
+    outcome = run_pytest(project, "--dmlbench", "test_cases.py", "test_idle.py", "--dmlbench-json", str(results),
+                         OUT_DIR=str(out_dir))
+    return Session(outcome, results, out_dir)
+
+
+def _figures(session: Session) -> dict[str, dict[str, float]]:
+    assert session.outcome.returncode == 0, session.outcome.output
+    return {
+        case["nodeid"].rsplit("::", 1)[1]: {
+            name: case["metrics"][name]["samples"][0] for name in ("peak_rss_mb", "raw_high_water_mb")
+        }
+        for case in json.loads(session.results.read_text())["cases"]
+        if "_measured_" in case["nodeid"]
+    }
+
+
+def test_the_peak_of_a_case_is_the_same_after_a_case_that_kept_memory(session: Session) -> None:
+    """One session, so that both readings share the rank processes and their start: the same measured case
+    runs before and after a case that kept 150 MB, both after a warm-up case that did the code's one-time
+    set-up in the rank (a rank's first use of code does count, as documented). Two sessions would compare
+    rank start-up sizes too, which differed by 20 MB between sessions on a loaded machine."""
+    figures = _figures(session)
+    first, after = figures["test_1_measured_first"], figures["test_3_measured_after"]
+    assert abs(after["peak_rss_mb"] - first["peak_rss_mb"]) < 20, (first, after)
+    # negative control: the rank's raw high-water mark does hold the 150 MB the first case kept
+    assert after["raw_high_water_mb"] - first["raw_high_water_mb"] > 130, (first, after)
+
+
+def test_an_idle_rank_holds_no_freed_heap_of_its_last_case(session: Session) -> None:
     """While a world waits (the paired gate keeps the session's and two servers' worlds), its ranks hold
     none of the heap their last case freed; glibc would keep small freed chunks resident (the unit test
     of ``release_freed_memory`` shows it) until the next case trims them."""
-    project = tmp_path / "project"
-    write_files(project, **{"test_idle.py": IDLE_CASES})
-    outcome = run_pytest(project, "--dmlbench", "-p", "no:randomly", OUT_DIR=str(tmp_path))
-    assert outcome.returncode == 0, outcome.output
-    during, idle = (int(v) for v in (tmp_path / "figures").read_text().split())
+    assert session.outcome.returncode == 0, session.outcome.output
+    during, idle = (int(v) for v in (session.out_dir / "figures").read_text().split())
     assert during - idle > 200e6, (during / 1e6, idle / 1e6)
