@@ -34,10 +34,12 @@ SINGLE_RUN_FIGURES = {"scaling.png", "communication.png", "throughput.png", "loa
 def drawn_share(path: Path) -> float:
     """Share of pixels that are not the background colour (0.0 for a blank image)."""
     with Image.open(path) as image:
-        pixels = np.asarray(image.convert("RGB")).reshape(-1, 3)
-    colours, counts = np.unique(pixels, axis=0, return_counts=True)
+        rgb = np.asarray(image.convert("RGB")).reshape(-1, 3).astype(np.uint32)
+    # one integer per pixel: np.unique over rows (axis=0) took a third of a second per figure, this a hundredth
+    pixels = (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
+    colours, counts = np.unique(pixels, return_counts=True)
     background = colours[counts.argmax()]
-    return float((pixels != background).any(axis=1).mean())
+    return float((pixels != background).mean())
 
 
 def check_png(path: Path) -> None:
