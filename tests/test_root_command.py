@@ -3,6 +3,7 @@ benchmark and correctness cases, `pytest tests` the plugin's own tests."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -12,15 +13,17 @@ from tests.conftest import clean_env
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def collected_nodeids(*args: str) -> list[str]:
-    """Node ids ``pytest --collect-only -q ARGS`` lists at the repository root."""
+@functools.cache
+def collected_nodeids(*args: str) -> tuple[str, ...]:
+    """Node ids ``pytest --collect-only -q ARGS`` lists at the repository root (collected once per process:
+    the README's counts and the root command ask for the same collection)."""
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--collect-only", "-q",
          *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env=clean_env(),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [line for line in proc.stdout.splitlines() if "::" in line]
+    return tuple(line for line in proc.stdout.splitlines() if "::" in line)
 
 
 def test_the_root_command_collects_the_bench_cases() -> None:
