@@ -181,25 +181,57 @@ def test_negative_control_same_code_is_not_flagged(unchanged: Compared) -> None:
     assert not [case for case in ET.parse(unchanged.junit).iter("testcase") if case.find("failure") is not None]
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "old-schema"])
-def test_corrupt_baseline_is_a_clear_error_and_the_file_is_untouched(saved: Path, tmp_path: Path,
-                                                                      damage: str) -> None:
-    project = copy_of_a(saved, tmp_path)
-    (target,) = baseline_files(project)
-    text = target.read_text()
-    broken = {"garbage": "not json at all", "truncated": text[: len(text) // 2],
-              "old-schema": text.replace('"schema": 2', '"schema": 0', 1)}[damage]
-    assert broken != text
-    target.write_text(broken)
-    result = run_pytest(project, "--dmlbench", ONLY_A)
+DAMAGES = {"garbage": "a", "truncated": "b", "old-schema": "c"}  # damage -> the variant whose baseline gets it
+
+
+@dataclass
+class Corrupted:
+    """Three cases saved once, each baseline then damaged its own way (DAMAGES), compared, and saved again:
+    the files as the damage left them, after the comparison and after the new save."""
+
+    compared: Outcome
+    saved_again: Outcome
+    targets: dict[str, Path]
+    broken: dict[str, str]
+    after_compare: dict[str, str]
+    after_save: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def corrupted(tmp_path_factory: pytest.TempPathFactory) -> Corrupted:
+    project = tmp_path_factory.mktemp("corrupt")
+    write_files(project, **{"test_bench.py": CASES.replace('["a", "b"]', 'list("abc")'), "pytest.ini": INI})
+    saving = run_pytest(project, "--dmlbench", "--dmlbench-save")
+    assert saving.returncode == 0, saving.output
+    files = {json.loads(f.read_text())["cases"][0]["params"]["variant"]: f for f in baseline_files(project)}
+    targets = {damage: files[variant] for damage, variant in DAMAGES.items()}
+    broken = {}
+    for damage, target in targets.items():
+        text = target.read_text()
+        broken[damage] = {"garbage": "not json at all", "truncated": text[: len(text) // 2],
+                          "old-schema": text.replace('"schema": 2', '"schema": 0', 1)}[damage]
+        assert broken[damage] != text
+        target.write_text(broken[damage])
+    compared = run_pytest(project, "--dmlbench")
+    after_compare = {damage: target.read_text() for damage, target in targets.items()}
+    saved_again = run_pytest(project, "--dmlbench", "--dmlbench-save")
+    after_save = {damage: target.read_text() for damage, target in targets.items()}
+    return Corrupted(compared, saved_again, targets, broken, after_compare, after_save)
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_corrupt_baseline_is_a_clear_error_and_the_file_is_untouched(corrupted: Corrupted, damage: str) -> None:
+    target = corrupted.targets[damage]
+    result = corrupted.compared
     assert result.returncode == 1
+    result.lines.fnmatch_lines([f"FAILED test_bench.py::test_step[[]{DAMAGES[damage]}[]]*"])  # this case failed
     result.lines.fnmatch_lines([f"*{target.name}*"])
     assert "--dmlbench-save" in result.output
     assert "Traceback" not in result.output
-    assert target.read_text() == broken
+    assert corrupted.after_compare[damage] == corrupted.broken[damage]
     # Only an explicit save replaces it.
-    assert run_pytest(project, "--dmlbench", "--dmlbench-save", ONLY_A).returncode == 0
-    assert json.loads(target.read_text())["schema"] == 2
+    assert corrupted.saved_again.returncode == 0, corrupted.saved_again.output
+    assert json.loads(corrupted.after_save[damage])["schema"] == 2
 
 
 TINY = """
