@@ -12,6 +12,7 @@ import pytest
 
 from pytest_dmlbench.config import parse_mmap_threshold
 from pytest_dmlbench.errors import ConfigError
+from tests.gates.paired.conftest import NoOptionRun
 from tests.gates.paired.one_case_run import paired_one_case
 
 # rank 0 frees a 16 MB block, allocates another and writes whether that one was mapped (glibc's mallinfo2)
@@ -82,8 +83,9 @@ def test_every_block_maps_its_large_allocation_when_the_threshold_is_fixed(tmp_p
 
 
 @glibc_only
-def test_without_the_option_a_freed_block_raises_the_threshold_in_every_world(tmp_path: Path) -> None:
-    """The negative control: glibc's own threshold serves the second 16 MB from the heap, on both sides."""
-    paired, lines = _paired_lines(tmp_path)
+def test_without_the_option_a_freed_block_raises_the_threshold_in_every_world(no_option_run: NoOptionRun) -> None:
+    """The negative control: glibc's own threshold serves the second 16 MB from the heap, on both sides.
+    (The run without options is shared with the other options' negative controls: conftest.py.)"""
+    paired, lines = no_option_run["test_allocating.py"]
     assert paired["mmap_threshold"] == 0
     assert set(lines) == {"- - 0"}, lines

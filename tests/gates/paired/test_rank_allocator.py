@@ -13,6 +13,7 @@ import pytest
 from pytest_dmlbench.config import NAMED_ALLOCATORS, parse_rank_allocator
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.paired.allocator import PRELOAD_ENV, preload_environment, preload_library
+from tests.gates.paired.conftest import NoOptionRun
 from tests.gates.paired.one_case_run import paired_one_case
 
 # every rank writes whether tcmalloc is among the libraries its process has mapped
@@ -105,9 +106,10 @@ def test_every_block_runs_on_ranks_that_preload_the_allocator(tmp_path: Path) ->
 
 
 @linux_only
-def test_without_the_option_no_rank_preloads_it(tmp_path: Path) -> None:
-    """The negative control: the same run without the option maps no tcmalloc in any rank of either side."""
-    paired, lines = _paired_lines(tmp_path)
+def test_without_the_option_no_rank_preloads_it(no_option_run: NoOptionRun) -> None:
+    """The negative control: the same run without the option maps no tcmalloc in any rank of either side.
+    (The run without options is shared with the other options' negative controls: conftest.py.)"""
+    paired, lines = no_option_run["test_mapping.py"]
     assert paired["rank_allocator"] == "system"
     assert len(lines) == 2 * (1 + 2 * (1 + sum(paired["pairs_per_stage"]))), lines
     assert {line.split()[1] for line in lines} == {"0"}, lines

@@ -15,6 +15,7 @@ from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
 from pytest_dmlbench.gates.paired.live_source import redraw_interval
 from pytest_dmlbench.gates.paired.protocol import PROTOCOL_VERSION, Channel, Hello
 from tests.conftest import run_pytest
+from tests.gates.paired.conftest import NoOptionRun
 from tests.gates.paired.one_case_run import paired_one_case
 
 # rank 0 writes its process id once per run of the body, both sides into one file (REF's copy of the case
@@ -72,9 +73,10 @@ def test_every_block_runs_on_a_new_world_when_worlds_are_redrawn_every_pair(tmp_
     assert fresh == [False] + [True] * (pairs - 1)
 
 
-def test_worlds_are_kept_for_the_whole_run_by_default(tmp_path: Path) -> None:
-    """The negative control: without the option each server's blocks share one world (one process id each)."""
-    paired, pids = _paired_run(tmp_path)
+def test_worlds_are_kept_for_the_whole_run_by_default(no_option_run: NoOptionRun) -> None:
+    """The negative control: without the option each server's blocks share one world (one process id each).
+    (The run without options is shared with the other options' negative controls: conftest.py.)"""
+    paired, pids = no_option_run["test_pid.py"]
     assert len(pids) == 1 + 2 * (1 + sum(paired["pairs_per_stage"]))
     assert len(set(pids)) == 3, pids
     assert all("fresh_world" not in stage for stage in paired["block_medians"])
