@@ -12,6 +12,9 @@ from tests.conftest import run_pytest, write_files
 from tests.gates.paired.gitrepo import commit_all, git, make_repo, user_state
 
 WIDE = "1000"  # terminal columns: each verdict message on one line, to be matched whole
+# blocks of the minimum 5 rounds (of 10-25 ms steps) rather than 0.2 s: the verdicts rest on 2.5x changes
+# against 50 % thresholds, which 5-round block medians show as surely
+SHORT_BLOCKS = ("--dmlbench-block-seconds", "0.05")
 
 # These tests check the gate's plumbing, not the machine's noise: cases carry a 50 % threshold and the
 # injected slowdown is 2.5x, so neither a loaded machine nor a quiet one can flip a verdict.
@@ -85,7 +88,7 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     junit = project.parent / "junit.xml"
     results_json = project.parent / "results.json"
     run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "--junitxml", str(junit),
-                     "--dmlbench-json", str(results_json), timeout=900, COLUMNS=WIDE)
+                     "--dmlbench-json", str(results_json), *SHORT_BLOCKS, timeout=900, COLUMNS=WIDE)
     assert run.returncode == 1, run.output
     assert user_state(project) == before  # REF ran from its own worktree; nothing of the user's changed
     run.lines.fnmatch_lines([
@@ -126,7 +129,8 @@ def test_negative_control_the_same_change_passes_under_a_threshold_it_does_not_r
     failing runs below keep the logs their messages name)."""
     scratch = project.parent / "negative-control-tmp"
     scratch.mkdir()
-    run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "-k", "slowed or bytes", timeout=900,
+    run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "-k", "slowed or bytes", *SHORT_BLOCKS,
+                     timeout=900,
                      CASE_THRESHOLD="1000", COLUMNS=WIDE, TMPDIR=str(scratch))
     assert run.returncode == 0, run.output
     run.lines.fnmatch_lines(["test_cases.py::test_slowed: step_time_s unchanged x* slower*",
