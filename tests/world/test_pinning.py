@@ -52,7 +52,10 @@ def test_a_process_pins_itself() -> None:
 @pytest.mark.skipif(len(usable_cores()) < 2, reason="one usable core: pinned and unpinned ranks sit alike")
 def test_a_paired_run_pins_both_sides_ranks(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", **{"test_pin.py": PINNED_CASE, "pytest.ini": "[pytest]\n"})
-    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-pin-cores", timeout=600)
+    # what is checked is each rank's affinity in every block, not the figure: the minimum of pairs (a budget of
+    # 1 s stops the stage at 4) of the minimum of rounds (blocks of 0.05 s) runs blocks on both servers
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-pin-cores",
+                     "--dmlbench-pair-budget", "1", "--dmlbench-block-seconds", "0.05", timeout=600)
     assert run.returncode == 0, run.output  # the ordinary run and every block of both servers were pinned
     run.lines.fnmatch_lines(["*step_time_s*"])
     # negative control: without the option the ranks may run anywhere, and the case says so
