@@ -117,7 +117,7 @@ def world1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 SLOW_WORKFLOW = ".github/workflows/slow-tests.yml"
 SLOW_REASON = (f"slow: a live statistical check or a whole fit, run by {SLOW_WORKFLOW} (daily) and by "
-               "`pytest -n 2 tests --run-slow -m slow`; a fast smoke of the same path runs here")
+               "`pytest -n 2 --dist loadscope tests --run-slow -m slow`; a fast smoke of the same path runs here")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
