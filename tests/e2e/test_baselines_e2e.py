@@ -2,9 +2,10 @@
 reports.
 
 Each inner pytest run costs seconds before it measures anything, so the runs whose outcome does not depend on
-the test that reads them are shared: one project saved three times by ``ci/refresh_baselines.sh`` (module
-scope), one unchanged and one slowed comparison of it, which several tests read; a test that changes the
-baselines works on a copy of the saved ones."""
+the test that reads them are shared (module scope): one project saved three times by ``ci/refresh_baselines.sh``
+and one unchanged and one slowed comparison of it, which several tests read; a test that changes baselines
+works on a copy of case a's saved one. The three corrupt-file tests share one project whose three cases' files
+are each damaged their own way, and the world-size and isolation tests one project saved once."""
 
 from __future__ import annotations
 
