@@ -15,12 +15,14 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import Outcome, clean_env, run_pytest, write_files
+from tests.e2e.conftest import once_per_session
 
 ONLY_A = "test_bench.py::test_step[a]"
 # These tests check the plumbing, not the machine's noise: a wide threshold (set through the ini form)
@@ -79,17 +81,22 @@ def run_refresh_script(project: Path, saves: str) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def refreshed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """CASES (variants a and b) saved SAVES times by ``ci/refresh_baselines.sh``, the recipe the docs give.
-    Read only: the tests below compare against it (comparing writes no baseline), or change a copy."""
-    project = write_project(tmp_path_factory.mktemp("saved"))
-    return project, run_refresh_script(project, str(SAVES))
+def refreshed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Outcome]:
+    """CASES (variants a and b) saved SAVES times by ``ci/refresh_baselines.sh``, the recipe the docs give, and
+    the script's outcome. Read only: the tests below compare against it (comparing writes no baseline), or
+    change a copy."""
+    def build(project: Path) -> dict[str, Any]:
+        done = run_refresh_script(write_project(project), str(SAVES))
+        return asdict(Outcome(done.returncode, done.stdout + done.stderr))
+
+    project, done = once_per_session(tmp_path_factory, "refreshed", build)
+    return project, Outcome(**done)
 
 
 @pytest.fixture(scope="module")
-def saved(refreshed: tuple[Path, subprocess.CompletedProcess[str]]) -> Path:
+def saved(refreshed: tuple[Path, Outcome]) -> Path:
     project, done = refreshed
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.output
     return project
 
 
@@ -114,27 +121,32 @@ class Compared:
     summary: Path
 
 
-def compare(project: Path, name: str, slowdown: str, **env: str) -> Compared:
-    """Compare every case with the saved baselines, writing ``<name>.json``, ``<name>.xml`` and appending to
-    ``<name>-summary.md`` (which holds an earlier step's text)."""
+def compare(tmp_path_factory: pytest.TempPathFactory, project: Path, name: str, slowdown: str,
+            **env: str) -> Compared:
+    """Compare every case with the saved baselines (once per session), writing ``<name>.json``,
+    ``<name>.xml`` and appending to ``<name>-summary.md`` (which holds an earlier step's text)."""
     results, junit, summary = (project / f"{name}{suffix}" for suffix in (".json", ".xml", "-summary.md"))
-    summary.write_text("earlier step\n")
-    outcome = run_pytest(project, "--dmlbench", "--dmlbench-json", results.name, "--junitxml", junit.name,
-                         SLOWDOWN=slowdown, GITHUB_STEP_SUMMARY=str(summary), **env)
-    return Compared(outcome, results, junit, summary)
+
+    def build(_: Path) -> dict[str, Any]:
+        summary.write_text("earlier step\n")
+        return asdict(run_pytest(project, "--dmlbench", "--dmlbench-json", results.name, "--junitxml", junit.name,
+                                 SLOWDOWN=slowdown, GITHUB_STEP_SUMMARY=str(summary), **env))
+
+    _, outcome = once_per_session(tmp_path_factory, name, build)
+    return Compared(Outcome(**outcome), results, junit, summary)
 
 
 @pytest.fixture(scope="module")
-def unchanged(saved: Path) -> Compared:
+def unchanged(tmp_path_factory: pytest.TempPathFactory, saved: Path) -> Compared:
     """The same code as saved, compared: the negative control of ``slowed`` (which differs only in the slowdown
     and in printing its long lines unwrapped)."""
-    return compare(saved, "unchanged", "1")
+    return compare(tmp_path_factory, saved, "unchanged", "1")
 
 
 @pytest.fixture(scope="module")
-def slowed(saved: Path) -> Compared:
+def slowed(tmp_path_factory: pytest.TempPathFactory, saved: Path) -> Compared:
     """Every case's step 2.5x slower than saved, compared."""
-    return compare(saved, "slowed", "2.5", COLUMNS="1000")  # its long lines are matched whole
+    return compare(tmp_path_factory, saved, "slowed", "2.5", COLUMNS="1000")  # its long lines are matched whole
 
 
 def test_save_then_unchanged_passes_with_verdicts_in_json(saved: Path, unchanged: Compared) -> None:
@@ -200,24 +212,31 @@ class Corrupted:
 
 @pytest.fixture(scope="module")
 def corrupted(tmp_path_factory: pytest.TempPathFactory) -> Corrupted:
-    project = tmp_path_factory.mktemp("corrupt")
-    write_files(project, **{"test_bench.py": CASES.replace('["a", "b"]', 'list("abc")'), "pytest.ini": INI})
-    saving = run_pytest(project, "--dmlbench", "--dmlbench-save")
-    assert saving.returncode == 0, saving.output
-    files = {json.loads(f.read_text())["cases"][0]["params"]["variant"]: f for f in baseline_files(project)}
-    targets = {damage: files[variant] for damage, variant in DAMAGES.items()}
-    broken = {}
-    for damage, target in targets.items():
-        text = target.read_text()
-        broken[damage] = {"garbage": "not json at all", "truncated": text[: len(text) // 2],
-                          "old-schema": text.replace('"schema": 2', '"schema": 0', 1)}[damage]
-        assert broken[damage] != text
-        target.write_text(broken[damage])
-    compared = run_pytest(project, "--dmlbench")
-    after_compare = {damage: target.read_text() for damage, target in targets.items()}
-    saved_again = run_pytest(project, "--dmlbench", "--dmlbench-save")
-    after_save = {damage: target.read_text() for damage, target in targets.items()}
-    return Corrupted(compared, saved_again, targets, broken, after_compare, after_save)
+    def build(project: Path) -> dict[str, Any]:
+        write_files(project, **{"test_bench.py": CASES.replace('["a", "b"]', 'list("abc")'), "pytest.ini": INI})
+        saving = run_pytest(project, "--dmlbench", "--dmlbench-save")
+        assert saving.returncode == 0, saving.output
+        files = {json.loads(f.read_text())["cases"][0]["params"]["variant"]: f for f in baseline_files(project)}
+        targets = {damage: files[variant] for damage, variant in DAMAGES.items()}
+        broken = {}
+        for damage, target in targets.items():
+            text = target.read_text()
+            broken[damage] = {"garbage": "not json at all", "truncated": text[: len(text) // 2],
+                              "old-schema": text.replace('"schema": 2', '"schema": 0', 1)}[damage]
+            assert broken[damage] != text
+            target.write_text(broken[damage])
+        compared = run_pytest(project, "--dmlbench")
+        after_compare = {damage: target.read_text() for damage, target in targets.items()}
+        saved_again = run_pytest(project, "--dmlbench", "--dmlbench-save")
+        after_save = {damage: target.read_text() for damage, target in targets.items()}
+        return {"compared": asdict(compared), "saved_again": asdict(saved_again),
+                "targets": {damage: str(target) for damage, target in targets.items()}, "broken": broken,
+                "after_compare": after_compare, "after_save": after_save}
+
+    _, built = once_per_session(tmp_path_factory, "corrupt", build)
+    return Corrupted(Outcome(**built["compared"]), Outcome(**built["saved_again"]),
+                     {damage: Path(target) for damage, target in built["targets"].items()}, built["broken"],
+                     built["after_compare"], built["after_save"])
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
@@ -266,29 +285,38 @@ class Identities:
 
 @pytest.fixture(scope="module")
 def identities(tmp_path_factory: pytest.TempPathFactory) -> Identities:
-    project = tmp_path_factory.mktemp("identities")
-    write_files(project, **{"test_tiny.py": TINY, "test_iso.py": FRESH_AND_PLAIN, "pytest.ini": INI})
-    saving = run_pytest(project, "--dmlbench", "--world-size", "2", "--dmlbench-save")
-    assert saving.returncode == 0, saving.output
+    def build(project: Path) -> dict[str, Any]:
+        write_files(project, **{"test_tiny.py": TINY, "test_iso.py": FRESH_AND_PLAIN, "pytest.ini": INI})
+        return asdict(run_pytest(project, "--dmlbench", "--world-size", "2", "--dmlbench-save"))
+
+    project, saving = once_per_session(tmp_path_factory, "identities", build)
+    assert saving["returncode"] == 0, saving["output"]
     return Identities(project, baseline_files(project))
 
 
 @pytest.fixture(scope="module")
-def compared_at_ws2(identities: Identities) -> dict[str, dict]:
+def compared_at_ws2(tmp_path_factory: pytest.TempPathFactory, identities: Identities) -> dict[str, dict]:
     """Every identity case compared at world size 2, the size it was saved at: nodeid's name -> JSON case."""
-    compared = run_pytest(identities.project, "--dmlbench", "--world-size", "2", "--dmlbench-json", "ws2.json")
-    assert compared.returncode == 0, compared.output
-    return {c["nodeid"].split("::")[-1]: c for c in json.loads((identities.project / "ws2.json").read_text())["cases"]}
+    results = identities.project / "ws2.json"
+
+    def build(_: Path) -> dict[str, Any]:
+        return asdict(run_pytest(identities.project, "--dmlbench", "--world-size", "2", "--dmlbench-json",
+                                 results.name))
+
+    _, compared = once_per_session(tmp_path_factory, "identities-ws2", build)
+    assert compared["returncode"] == 0, compared["output"]
+    return {c["nodeid"].split("::")[-1]: c for c in json.loads(results.read_text())["cases"]}
 
 
 def test_baselines_of_another_world_size_make_every_verdict_new_naming_them(
-        identities: Identities, compared_at_ws2: dict[str, dict]) -> None:
+        identities: Identities, compared_at_ws2: dict[str, dict], tmp_path: Path) -> None:
     project = identities.project
     (saved,) = [f for f in identities.saved if f.name.startswith("test_tiny")]
     assert saved.parent.name == "ws2-gloo-fork-persistent"
-    at_ws1 = run_pytest(project, "--dmlbench", "--world-size", "1", "test_tiny.py", "--dmlbench-json", "ws1.json")
+    at_ws1 = run_pytest(project, "--dmlbench", "--world-size", "1", "test_tiny.py", "--dmlbench-json",
+                        str(tmp_path / "ws1.json"))  # the project is shared: this test writes only its own folder
     assert at_ws1.returncode == 0, at_ws1.output
-    (case,) = json.loads((project / "ws1.json").read_text())["cases"]
+    (case,) = json.loads((tmp_path / "ws1.json").read_text())["cases"]
     assert case["world_size"] == 1 and case["verdicts"]
     for verdict in case["verdicts"]:
         assert verdict["kind"] == "new"
@@ -371,9 +399,9 @@ def test_github_step_summary_is_appended(unchanged: Compared) -> None:
 
 
 def test_refresh_script_saves_repeatedly_and_verdicts_use_the_run_history(
-        refreshed: tuple[Path, subprocess.CompletedProcess[str]], unchanged: Compared, slowed: Compared) -> None:
+        refreshed: tuple[Path, Outcome], unchanged: Compared, slowed: Compared) -> None:
     project, done = refreshed
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.output
     stored = json.loads(baseline_files(project)[0].read_text())["cases"][0]["metrics"]["step_time_s"]
     assert len(stored["history"]) == 2  # the medians of the first two saves; the third's samples
     again = unchanged.outcome
