@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Outcome, run_pytest, write_files
-from tests.gates.conftest import SharedSessions
+from tests.conftest import Outcome, SharedSessions, run_pytest, write_files
 from tests.gates.paired.gitrepo import make_repo
 
 # Two scaling cases judged in one paired run, each reading its rates from its own names in lib: test_halved's

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Outcome, run_pytest, write_files
-from tests.gates.conftest import SharedSessions
+from tests.conftest import Outcome, SharedSessions, run_pytest, write_files
 from tests.gates.paired.gitrepo import make_repo
 
 LIB_REF = """

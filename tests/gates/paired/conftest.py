@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_pytest
-from tests.gates.conftest import SharedSessions
+from tests.conftest import SharedSessions, run_pytest
 from tests.gates.paired.gitrepo import make_repo
 
 NoOptionRun = dict[str, tuple[dict[str, Any], list[str]]]
