@@ -70,7 +70,7 @@ def parse(text: str) -> RunLog:
     return RunLog(durations, speeds, imports, closings, steps)
 
 
-def page(log: RunLog, top: int, day: str, source: str) -> str:
+def page(log: RunLog, top: int, day: str, source: str, context: str = "") -> str:
     """The Markdown page: the run's facts, then the ``top`` slowest test phases."""
     speeds = ", ".join(f"{s:.0f}" for s in log.speeds)
     imported = (f" and a fresh python imported torch in {', '.join(f'{s:.2f}' for s in log.imports)} s"
@@ -78,13 +78,15 @@ def page(log: RunLog, top: int, day: str, source: str) -> str:
     lines = [
         "# Where the test command's time goes",
         "",
-        f"Measured on {day} with `bash .ci/run` ({source}), on a 2-core host whose 1024x1024 float32 matmul on 2 "
+        f"Measured on {day} ({source}), on a 2-core host whose 1024x1024 float32 matmul on 2 "
         f"threads ran at {speeds} GFLOPS{imported} (`python ci/machine_speed.py`, before and after the tests). "
         "The slowest host seen ran the product at 40 GFLOPS; the aim is `.ci/run` within 20 minutes there. Both "
         "figures move with the machine's load. Refresh this page when the slowest tests change: "
         "`python ci/test_durations.py LOG` (its docstring gives the commands).",
         "",
     ]
+    if context:
+        lines += [context, ""]
     for name, seconds in log.steps:
         lines.append(f"- {name}: {seconds} s ({seconds / 60:.1f} min)")
     for summary, seconds in log.closings:
@@ -103,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=50, help="how many of the slowest test phases to list (50)")
     parser.add_argument("--print", action="store_true", help="print the page instead of writing it")
     parser.add_argument("--date", default=date.today().isoformat(), help="the day the log was made (today)")
-    parser.add_argument("--source", default="a fresh clone, CI=true", help="how the run was made, for the page")
+    parser.add_argument("--source", default="`CI=true bash .ci/run` in a fresh clone",
+                        help="how the run was made, for the page")
+    parser.add_argument("--context", default="", help="a paragraph for the page: what the run is compared with")
     args = parser.parse_args(argv)
     if args.top < 1:
         parser.error(f"--top {args.top}: give a positive count")
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     except LogProblem as problem:
         print(f"{args.log}: {problem}", file=sys.stderr)
         return 2
-    text = page(log, args.top, args.date, args.source)
+    text = page(log, args.top, args.date, args.source, args.context)
     if args.print:
         print(text, end="")
     else:
