@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Outcome, clean_env, run_pytest, write_files
-from tests.e2e.conftest import once_per_session
+from tests.conftest import Outcome, SharedSessions, clean_env, run_pytest, write_files
 
 ONLY_A = "test_bench.py::test_step[a]"
 # These tests check the plumbing, not the machine's noise: a wide threshold (set through the ini form)
@@ -81,7 +80,7 @@ def run_refresh_script(project: Path, saves: str) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def refreshed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Outcome]:
+def refreshed(shared_sessions: SharedSessions) -> tuple[Path, Outcome]:
     """CASES (variants a and b) saved SAVES times by ``ci/refresh_baselines.sh``, the recipe the docs give, and
     the script's outcome. Read only: the tests below compare against it (comparing writes no baseline), or
     change a copy."""
@@ -89,7 +88,7 @@ def refreshed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Outcome]:
         done = run_refresh_script(write_project(project), str(SAVES))
         return asdict(Outcome(done.returncode, done.stdout + done.stderr))
 
-    project, done = once_per_session(tmp_path_factory, "refreshed", build)
+    done, project = shared_sessions.get("refreshed", build)
     return project, Outcome(**done)
 
 
@@ -121,7 +120,7 @@ class Compared:
     summary: Path
 
 
-def compare(tmp_path_factory: pytest.TempPathFactory, project: Path, name: str, slowdown: str,
+def compare(shared_sessions: SharedSessions, project: Path, name: str, slowdown: str,
             **env: str) -> Compared:
     """Compare every case with the saved baselines (once per session), writing ``<name>.json``,
     ``<name>.xml`` and appending to ``<name>-summary.md`` (which holds an earlier step's text)."""
@@ -132,21 +131,21 @@ def compare(tmp_path_factory: pytest.TempPathFactory, project: Path, name: str, 
         return asdict(run_pytest(project, "--dmlbench", "--dmlbench-json", results.name, "--junitxml", junit.name,
                                  SLOWDOWN=slowdown, GITHUB_STEP_SUMMARY=str(summary), **env))
 
-    _, outcome = once_per_session(tmp_path_factory, name, build)
+    outcome, _ = shared_sessions.get(name, build)
     return Compared(Outcome(**outcome), results, junit, summary)
 
 
 @pytest.fixture(scope="module")
-def unchanged(tmp_path_factory: pytest.TempPathFactory, saved: Path) -> Compared:
+def unchanged(shared_sessions: SharedSessions, saved: Path) -> Compared:
     """The same code as saved, compared: the negative control of ``slowed`` (which differs only in the slowdown
     and in printing its long lines unwrapped)."""
-    return compare(tmp_path_factory, saved, "unchanged", "1")
+    return compare(shared_sessions, saved, "unchanged", "1")
 
 
 @pytest.fixture(scope="module")
-def slowed(tmp_path_factory: pytest.TempPathFactory, saved: Path) -> Compared:
+def slowed(shared_sessions: SharedSessions, saved: Path) -> Compared:
     """Every case's step 2.5x slower than saved, compared."""
-    return compare(tmp_path_factory, saved, "slowed", "2.5", COLUMNS="1000")  # its long lines are matched whole
+    return compare(shared_sessions, saved, "slowed", "2.5", COLUMNS="1000")  # its long lines are matched whole
 
 
 def test_save_then_unchanged_passes_with_verdicts_in_json(saved: Path, unchanged: Compared) -> None:
@@ -211,7 +210,7 @@ class Corrupted:
 
 
 @pytest.fixture(scope="module")
-def corrupted(tmp_path_factory: pytest.TempPathFactory) -> Corrupted:
+def corrupted(shared_sessions: SharedSessions) -> Corrupted:
     def build(project: Path) -> dict[str, Any]:
         write_files(project, **{"test_bench.py": CASES.replace('["a", "b"]', 'list("abc")'), "pytest.ini": INI})
         saving = run_pytest(project, "--dmlbench", "--dmlbench-save")
@@ -233,7 +232,7 @@ def corrupted(tmp_path_factory: pytest.TempPathFactory) -> Corrupted:
                 "targets": {damage: str(target) for damage, target in targets.items()}, "broken": broken,
                 "after_compare": after_compare, "after_save": after_save}
 
-    _, built = once_per_session(tmp_path_factory, "corrupt", build)
+    built, _ = shared_sessions.get("corrupt", build)
     return Corrupted(Outcome(**built["compared"]), Outcome(**built["saved_again"]),
                      {damage: Path(target) for damage, target in built["targets"].items()}, built["broken"],
                      built["after_compare"], built["after_save"])
@@ -284,18 +283,18 @@ class Identities:
 
 
 @pytest.fixture(scope="module")
-def identities(tmp_path_factory: pytest.TempPathFactory) -> Identities:
+def identities(shared_sessions: SharedSessions) -> Identities:
     def build(project: Path) -> dict[str, Any]:
         write_files(project, **{"test_tiny.py": TINY, "test_iso.py": FRESH_AND_PLAIN, "pytest.ini": INI})
         return asdict(run_pytest(project, "--dmlbench", "--world-size", "2", "--dmlbench-save"))
 
-    project, saving = once_per_session(tmp_path_factory, "identities", build)
+    saving, project = shared_sessions.get("identities", build)
     assert saving["returncode"] == 0, saving["output"]
     return Identities(project, baseline_files(project))
 
 
 @pytest.fixture(scope="module")
-def compared_at_ws2(tmp_path_factory: pytest.TempPathFactory, identities: Identities) -> dict[str, dict]:
+def compared_at_ws2(shared_sessions: SharedSessions, identities: Identities) -> dict[str, dict]:
     """Every identity case compared at world size 2, the size it was saved at: nodeid's name -> JSON case."""
     results = identities.project / "ws2.json"
 
@@ -303,7 +302,7 @@ def compared_at_ws2(tmp_path_factory: pytest.TempPathFactory, identities: Identi
         return asdict(run_pytest(identities.project, "--dmlbench", "--world-size", "2", "--dmlbench-json",
                                  results.name))
 
-    _, compared = once_per_session(tmp_path_factory, "identities-ws2", build)
+    compared, _ = shared_sessions.get("identities-ws2", build)
     assert compared["returncode"] == 0, compared["output"]
     return {c["nodeid"].split("::")[-1]: c for c in json.loads(results.read_text())["cases"]}
 
