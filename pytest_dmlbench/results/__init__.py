@@ -167,8 +167,9 @@ class PairedEvidence:
 
     ``estimate`` is the geometric mean of the pairs' ratios on the "ratio" scale (1.074: 7.4 % worse), or
     the mean difference in fraction units on the "points" scale (0.031: 3.1 pp worse); ``ci_low`` and
-    ``ci_high`` bound it at ``confidence`` (each bound one-sided at half the rest). A verdict's ``ratio`` is
-    of the two sides' medians, and can differ from this estimate, which the rule judges."""
+    ``ci_high`` bound it at ``confidence`` (each bound one-sided at half the rest). A paired verdict's figures
+    are REF's block median and that median moved by this estimate, so its ``ratio`` and printed change are this
+    estimate in the figure's own direction (results written before 0.4 held the two sides' own medians)."""
 
     scale: PairedScale
     estimate: float

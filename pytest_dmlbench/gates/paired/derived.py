@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_dmlbench.gates.gate import JudgedItem
+from pytest_dmlbench.gates.paired.settling import unsettled_text
 from pytest_dmlbench.gates.paired.stage import CaseJudgement, Stage
-from pytest_dmlbench.gates.paired.statistics import PairedEstimate, difference_of, in_points, is_clear, judge
-from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter, estimate_text
+from pytest_dmlbench.gates.paired.statistics import PairedEstimate, difference_of, in_points, is_inside, judge
+from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter, estimate_text, reconciled_current
 from pytest_dmlbench.results import MetricResult, Verdict, VerdictKind
 from pytest_dmlbench.results.stats import median
 
@@ -70,11 +71,12 @@ def derived_verdicts(writer: VerdictWriter, item: JudgedItem, directed: Mapping[
         evidence = (f"{estimate_text(shown, metric.unit)}, from this case's throughput over {decisive.pairs} "
                     f"block pairs and its one-rank variant's over {base.estimate.pairs} (the two intervals "
                     f"combined, Welch), alpha {shown.alpha:g}")
-        if kind == "unchanged" and not is_clear(shown, threshold) and (judgement.budget_spent or base.budget_spent):
+        if kind == "unchanged" and not is_inside(shown, threshold):
             kind = "inconclusive"
-            evidence += ("; a pair budget was spent before the combined interval was clear of the threshold "
-                         "(--dmlbench-pair-budget, or the case's pair_budget=, raises it)")
+            spent = judgement.budget_spent or base.budget_spent
+            evidence += "; " + unsettled_text(shown, threshold, "a pair budget was spent" if spent else "")
         p = shown.p_better if kind == "improvement" else shown.p_worse
+        a_value = reconciled_current(b_value, shown, metric.better or "higher")
         verdicts.append(writer.write(item, metric, kind, b_value, a_value, threshold, evidence, p_value=p,
                                      detectable_pct=shown.detectable_pct(), runs=decisive.pairs,
                                      cause="unsettled" if kind == "inconclusive" else None,

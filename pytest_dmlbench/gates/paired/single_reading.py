@@ -1,7 +1,11 @@
-"""Single-reading figures (bytes per step, peak memory) on block pairs: compared directly, no paired test.
+"""Single-reading figures on block pairs: exact counts compared exactly, memory peaks tested over worlds.
 
-Each block reads them once more; a change beyond the threshold stands only where every block of one side
-lies beyond every block of the other, and that order is unlikely by chance (:func:`apart_or_inconclusive`).
+Each block reads them once more. An exact count (bytes per step) that read one value in every block of each
+side is compared exactly: equal, or a difference that is the change itself, judged by the threshold; no test
+runs and none spends alpha. A memory peak is tested (:mod:`.memory_peaks`): a change stands beyond the threshold
+at the run-level share of alpha, ``unchanged`` only where the interval at the per-figure level proves it, and
+everything else is ``inconclusive (tested, not settled)``. A count that moved between blocks of one side is
+not exact after all and is tested as a peak.
 """
 
 from __future__ import annotations
@@ -9,14 +13,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import EXACT_COUNT_METRICS, SINGLE_READING_METRICS
 from pytest_dmlbench.gates.gate import JudgedItem
+from pytest_dmlbench.gates.paired.memory_peaks import peak_test
 from pytest_dmlbench.gates.paired.pairs import BlockPair
-from pytest_dmlbench.gates.paired.statistics import SingleReading, chance_apart
-from pytest_dmlbench.gates.paired.verdict_writer import CHANGED, VerdictWriter
-from pytest_dmlbench.results import Direction, InconclusiveCause, MetricResult, Verdict, VerdictKind
+from pytest_dmlbench.gates.paired.settling import unsettled_text
+from pytest_dmlbench.gates.paired.statistics import SingleReading, is_inside, judge
+from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter, estimate_text, reconciled_current
+from pytest_dmlbench.results import MetricResult, Verdict, VerdictKind
 from pytest_dmlbench.results.stats import median
-from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
+from pytest_dmlbench.results.units import format_quantity
 
 
 def block_readings(pairs: Sequence[BlockPair], name: str) -> tuple[list[float], list[float]]:
@@ -32,61 +38,74 @@ def single_block_readings(pairs: Sequence[BlockPair]) -> list[tuple[list[float],
     return [block_readings(pairs, n) for n in names]
 
 
+def tested_peaks(directed: Mapping[str, MetricResult]) -> list[str]:
+    """The single-reading figures a case's trial tests (and counts in the run-level split): its memory peaks
+    with a direction (exact counts are compared exactly and spend no alpha)."""
+    return [n for n, m in directed.items() if n in SINGLE_READING_METRICS and n not in EXACT_COUNT_METRICS
+            and m.better is not None]
+
+
 def single_verdicts(writer: VerdictWriter, item: JudgedItem, directed: Mapping[str, MetricResult],
-                    pairs: Sequence[BlockPair], threshold: float, alpha: float) -> list[Verdict]:
-    """The verdicts on ``directed``'s single-reading figures, from every block of ``pairs``."""
+                    pairs: Sequence[BlockPair], threshold: float, alpha: float, figure_alpha: float) -> list[Verdict]:
+    """The verdicts on ``directed``'s single-reading figures, from every block of ``pairs``: proven unchanged at
+    ``alpha`` (the per-figure level), changed at ``figure_alpha`` (the run-level share)."""
     verdicts = []
     for name, metric in directed.items():
         if name not in SINGLE_READING_METRICS or metric.better is None:
             continue
-        a_vals = [v for p in pairs for v in p.a.get(name, ())]
-        b_vals = [v for p in pairs for v in p.b.get(name, ())]
-        if not a_vals or not b_vals:
-            side = "the working tree" if not a_vals else writer.against
-            verdicts.append(writer.write(item, metric, "inconclusive", median(b_vals) if b_vals else None,
-                                         median(a_vals) if a_vals else None, threshold,
-                                         f"no block of {side} recorded it"))
+        a, b = block_readings(pairs, name)
+        if not a or not b:
+            side = "the working tree" if not a else writer.against
+            verdicts.append(writer.write(item, metric, "inconclusive", median(b) if b else None,
+                                         median(a) if a else None, threshold, f"no block of {side} recorded it"))
             continue
-        reading = SingleReading(median(a_vals), median(b_vals), metric.better, threshold)
-        finite = math.isfinite(reading.a) and math.isfinite(reading.b)
-        kind: VerdictKind = reading.kind() if finite else "inconclusive"
-        evidence = (f"a single-reading figure, compared exactly (median over {len(pairs)} blocks each side), "
-                    "no statistical test")
-        if not finite:
-            sides = "one side" if math.isfinite(reading.a) or math.isfinite(reading.b) else "both sides"
-            evidence = (f"a single-reading figure whose median over {len(pairs)} blocks is not finite on "
-                        f"{sides}: nothing to compare")
-        cause: InconclusiveCause | None = None if finite else "untestable"
-        if kind in CHANGED:
-            kind, evidence = apart_or_inconclusive(name, metric.better, kind, reading, pairs, alpha)
-            cause = "unsettled" if kind == "inconclusive" else None  # the order test ran: readings overlap
-        verdicts.append(writer.write(item, metric, kind, reading.b, reading.a, threshold, evidence,
-                                     detectable_pct=0.0 if kind == "unchanged" else None, cause=cause))
+        if not all(math.isfinite(v) for v in a + b):
+            sides = "one side" if all(math.isfinite(v) for v in a) or all(math.isfinite(v) for v in b) else "both sides"
+            verdicts.append(writer.write(item, metric, "inconclusive", median(b), median(a), threshold,
+                                         f"a single-reading figure not finite in every block on {sides}: nothing to "
+                                         "compare"))
+            continue
+        exact = name in EXACT_COUNT_METRICS and len(set(a)) == 1 and len(set(b)) == 1
+        verdicts.append(exact_verdict(writer, item, metric, a[0], b[0], len(a), threshold) if exact else
+                        peak_verdict(writer, item, metric, pairs, threshold, alpha, figure_alpha))
     return verdicts
 
 
-def apart_or_inconclusive(name: str, better: Direction, kind: VerdictKind, reading: SingleReading,
-                          pairs: Sequence[BlockPair], alpha: float = DEFAULT_ALPHA) -> tuple[VerdictKind, str]:
-    """A single-reading change beyond the threshold stands when each side read one value in every one of at
-    least two blocks (an exact figure, such as bytes per step), or when every block of one side lies beyond
-    every block of the other and the chance of that order with no change (:func:`chance_apart`, on each
-    block's median) is at most ``alpha``. When the readings overlap, the figure moves from block to block as
-    much as between the sides; when they lie apart over too few blocks, the order says little (one block
-    a side: a chance of one half). Both are inconclusive."""
-    a, b = block_readings(pairs, name)
-    p = chance_apart(a, b, better, a_worse=kind == "regression")
-    moved = f"medians {reading.bad_pct:+.1f} % in the bad direction over {len(a)} and {len(b)} blocks"
-    exact = len(a) >= 2 and len(b) >= 2 and len(set(a)) == 1 and len(set(b)) == 1
-    if p is not None and not exact and p > alpha:
-        return "inconclusive", (
-            f"a single-reading figure whose {moved}, beyond the threshold, with every block of one side beyond "
-            f"every block of the other; but the chance of that order with no change is {p:.2g} over so few "
-            f"blocks, above alpha {alpha:g}, so no change can be told from it (more block pairs would)")
-    if p is None:
-        return "inconclusive", (
-            f"a single-reading figure whose {moved}, beyond the threshold, but the blocks' readings overlap "
-            f"(working tree {min(a):.6g} to {max(a):.6g}, REF {min(b):.6g} to {max(b):.6g}): it moves from block "
-            "to block as much as between the two sides, so no change can be told from that movement")
-    side = "above" if (better == "lower") == (kind == "regression") else "below"
-    return kind, (f"a single-reading figure, compared exactly ({moved}); every block of the working tree lies "
-                  f"{side} every block of REF (chance {p:.2g} with no change, every order of the readings alike)")
+def exact_verdict(writer: VerdictWriter, item: JudgedItem, metric: MetricResult, a: float, b: float, blocks: int,
+                  threshold: float) -> Verdict:
+    """An exact count, the same in each of ``blocks`` blocks of a side: the difference is the change itself."""
+    assert metric.better is not None
+    kind = SingleReading(a, b, metric.better, threshold).kind()
+    same = "the same count on both sides" if a == b else "a difference that is the change itself"
+    evidence = (f"an exact count, compared exactly: {format_quantity(a, metric.unit)} in each of the working tree's "
+                f"{blocks} blocks, {format_quantity(b, metric.unit)} in each of REF's; {same}, judged by the threshold "
+                "alone (no test, no share of alpha spent)")
+    return writer.write(item, metric, kind, b, a, threshold, evidence, detectable_pct=0.0)
+
+
+def peak_verdict(writer: VerdictWriter, item: JudgedItem, metric: MetricResult, pairs: Sequence[BlockPair],
+                 threshold: float, alpha: float, figure_alpha: float) -> Verdict:
+    """A memory peak's verdict from :func:`~.memory_peaks.peak_test`."""
+    assert metric.better is not None
+    a, b = block_readings(pairs, metric.name)
+    changed = peak_test(pairs, metric.name, metric.better, figure_alpha)
+    proof = peak_test(pairs, metric.name, metric.better, alpha)
+    if changed is None or proof is None:
+        return writer.write(item, metric, "inconclusive", median(b), median(a), threshold,
+                            f"too few block pairs ({len(pairs)}) recorded it on both sides for a test")
+    est = changed.estimate
+    kind: VerdictKind = judge(est, threshold)
+    evidence = f"a memory peak, tested {changed.basis}: {estimate_text(est, metric.unit)}"
+    if kind == "unchanged":
+        evidence = f"a memory peak, tested {proof.basis}: {estimate_text(proof.estimate, metric.unit)}"
+        if not is_inside(proof.estimate, threshold):
+            kind = "inconclusive"
+            evidence += "; " + unsettled_text(proof.estimate, threshold, "", proof.settle_text)
+    else:
+        evidence += f", alpha {figure_alpha:.3g} (the run-level rule)"
+    shown = est if kind in ("regression", "improvement") else proof.estimate
+    evidence += f"; the working tree's own median block reading: {format_quantity(median(a), metric.unit)}"
+    return writer.write(item, metric, kind, median(b), reconciled_current(median(b), shown, metric.better),
+                        threshold, evidence, p_value=shown.p_better if kind == "improvement" else shown.p_worse,
+                        detectable_pct=proof.detectable_pct(), runs=len(pairs),
+                        cause="unsettled" if kind == "inconclusive" else None, paired=shown.evidence("first"))

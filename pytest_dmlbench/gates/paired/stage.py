@@ -39,6 +39,7 @@ class Stage:
     canary_b: list[float] = field(default_factory=list)
     fresh_world: list[bool] = field(default_factory=list)  # per pair: both blocks ran on newly started worlds
     adjust: bool = False
+    stop: str = ""  # what ended the stage, in words ("" while it runs, or when every figure was clear)
 
     @property
     def pairs(self) -> int:
@@ -54,6 +55,14 @@ class Stage:
             a, b = pair.block_medians(t.name, t.scale)
             self.a.setdefault(t.name, []).append(a)
             self.b.setdefault(t.name, []).append(b)
+
+    def joined(self, other: Stage) -> Stage:
+        """This stage's pairs followed by ``other``'s, as one stage (the evidence of both, pooled)."""
+        names = set(self.a) | set(other.a)
+        return Stage({n: self.a.get(n, []) + other.a.get(n, []) for n in names},
+                     {n: self.b.get(n, []) + other.b.get(n, []) for n in names}, self.a_first + other.a_first,
+                     self.canary_a + other.canary_a, self.canary_b + other.canary_b,
+                     self.fresh_world + other.fresh_world, self.adjust)
 
     def usable(self, name: str, scale: Scale) -> bool:
         """Whether every pair of ``name`` has a ratio (positive medians) or a difference (finite ones)."""
@@ -106,4 +115,5 @@ class CaseJudgement:
     seconds: float = 0.0
     budget_s: float = 0.0
     budget_spent: bool = False
+    figure_alpha: float = 0.0  # the level a change of this case is confirmed at (the run-level share)
     profile: dict[str, Any] | None = None  # a confirmed regression's profiled blocks (gates/profile_diff.py)

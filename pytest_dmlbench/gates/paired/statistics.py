@@ -232,6 +232,27 @@ def is_clear(est: PairedEstimate, threshold_pct: float) -> bool:
     return _interval_clear(est.ci_low_log, est.ci_high_log, threshold_pct, est.scale)
 
 
+SETTLE_LIMIT = 400
+"""The most pairs :func:`pairs_to_settle` looks ahead to (at a block of about a second a side, 15 minutes)."""
+
+
+def is_inside(est: PairedEstimate, threshold_pct: float) -> bool:
+    """Whether the interval lies wholly within the band between the two thresholds: the only result that
+    proves a figure ``unchanged`` (two one-sided tests, each at the estimate's alpha)."""
+    worse, better = threshold_logs(threshold_pct, est.scale)
+    return est.ci_high_log <= worse and est.ci_low_log >= better
+
+
+def pairs_to_settle(est: PairedEstimate, threshold_pct: float, limit: int = SETTLE_LIMIT) -> int | None:
+    """The fewest pairs in all after which ``est``'s interval would be clear (:func:`is_clear`) if its mean
+    and per-pair noise stayed as they are (:func:`could_clear`); None when no count up to ``limit`` would: a
+    mean within the noise of a threshold stays unsettled however many pairs follow."""
+    for pairs in range(est.pairs + 1, limit + 1):
+        if could_clear(est, threshold_pct, pairs):
+            return pairs
+    return None
+
+
 def _interval_clear(low: float, high: float, threshold_pct: float, scale: Scale) -> bool:
     worse, better = threshold_logs(threshold_pct, scale)
     return low > worse or high < better or (high <= worse and low >= better)

@@ -28,16 +28,25 @@ from pytest_dmlbench.gates.paired.derived import (
     missing_reason,
     throughput_medians,
 )
+from pytest_dmlbench.gates.paired.memory_peaks import peak_test
 from pytest_dmlbench.gates.paired.one_reading import one_reading_groups, same_reading
 from pytest_dmlbench.gates.paired.pairs import BlockPair, PairSource
-from pytest_dmlbench.gates.paired.single_reading import single_block_readings, single_verdicts
+from pytest_dmlbench.gates.paired.settling import unsettled_text
+from pytest_dmlbench.gates.paired.single_reading import single_block_readings, single_verdicts, tested_peaks
 from pytest_dmlbench.gates.paired.stage import CaseJudgement, Stage, Timed
-from pytest_dmlbench.gates.paired.statistics import SequentialRule, is_clear, judge
-from pytest_dmlbench.gates.paired.verdict_writer import CHANGED, VerdictWriter, estimate_text, evidence_text
+from pytest_dmlbench.gates.paired.statistics import PairedEstimate, SequentialRule, is_clear, is_inside, judge
+from pytest_dmlbench.gates.paired.verdict_writer import (
+    CHANGED,
+    VerdictWriter,
+    estimate_text,
+    evidence_text,
+    reconciled_current,
+)
 from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
-from pytest_dmlbench.results import MetricResult, Verdict
+from pytest_dmlbench.results import Direction, MetricResult, Verdict
 from pytest_dmlbench.results.stats import median
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
+from pytest_dmlbench.results.units import format_quantity
 
 
 class Trial:
@@ -78,7 +87,8 @@ class Trial:
                            f"the unit changed from {ref_units[n]!r} (REF) to {directed[n].unit!r}: the figures "
                            "are not comparable") for n in sorted(changed_unit)]
         return verdicts + single_verdicts(self.writer, item, {n: m for n, m in directed.items()
-                                                              if n not in changed_unit}, pairs, threshold, self.alpha)
+                                                              if n not in changed_unit}, pairs, threshold, self.alpha,
+                                          judgement.figure_alpha or self.alpha)
 
     def decide(self, item: JudgedItem, directed: Mapping[str, MetricResult], timed: Sequence[Timed],
                threshold: float, source: PairSource, pairs: list[BlockPair], judgement: CaseJudgement,
@@ -86,7 +96,9 @@ class Trial:
         """The verdicts on the figures tested on block pairs (``timed``) and the derived ones: the first stage,
         the confirmation of what it flagged at the run-level share of alpha. Every pair taken is added to
         ``pairs`` (the single-reading figures are read from them)."""
-        first = self._run_stage(item, timed, threshold, source, pairs, begin, judgement, self.alpha)
+        # memory peaks over redrawn worlds settle with more pairs, so the first stage waits for them too
+        peaks = [(n, directed[n].better or "lower") for n in tested_peaks(directed)] if self.redraw_every else []
+        first = self._run_stage(item, timed, threshold, source, pairs, begin, judgement, self.alpha, peaks=peaks)
         judgement.stages.append(first.pairs)
         judgement.block_medians.append(first.record())
         self._note_first_stage(item, first, timed)
@@ -95,7 +107,11 @@ class Trial:
         groups = one_reading_groups([t.name for t in timed], {t.name: v for t in timed
                                                                 if (v := first.values(t)) is not None})
         represented_by = {name: group[0] for group in groups for name in group[1:]}
-        figure_alpha = self.run_rule.figure_alpha(len(groups) + sum(1 for n in DERIVED_METRICS if n in directed))
+        # every figure tested counts: the timed ones (a one-reading group once), the derived ones and the memory
+        # peaks; exact counts are compared exactly and spend none
+        figure_alpha = self.run_rule.figure_alpha(len(groups) + sum(1 for n in DERIVED_METRICS if n in directed)
+                                                  + len(tested_peaks(directed)))
+        judgement.figure_alpha = figure_alpha
         kinds = {t.name: self._kind(first, t, threshold) for t in timed}
         # every change is confirmed, failing or not: a reported improvement rests on the same evidence as a
         # regression (one stage of 4 pairs printed +16 % "improvements" on unchanged code in a whole night)
@@ -129,13 +145,16 @@ class Trial:
 
     def _run_stage(self, item: JudgedItem, timed: Sequence[Timed], threshold: float, source: PairSource,
                    pairs: list[BlockPair], begin: float, judgement: CaseJudgement, alpha: float,
-                   confirming: bool = False) -> Stage:
-        """Pairs until every metric is clear, the cap, or the budget (never fewer than the minimum, and at
-        least one pair: the single-reading figures are read from the pairs)."""
+                   confirming: bool = False, peaks: Sequence[tuple[str, Direction]] = ()) -> Stage:
+        """Pairs until every metric (and memory peak of ``peaks``) is clear, the cap, or the budget (never fewer
+        than the minimum, and at least one pair: the single-reading figures are read from the pairs)."""
         stage = Stage(adjust=self.canary_adjust)
         while True:
             active = [t for t in timed if stage.usable(t.name, t.scale)]
             estimates = [stage.estimate(t.name, t.better, t.scale, alpha) for t in active] if stage.pairs else []
+            if stage.pairs:
+                estimates += [None if (test := peak_test(pairs, name, better, alpha)) is None else test.estimate
+                              for name, better in peaks]
             if stage.pairs and not timed:
                 return stage
             if self.rule.settled_exactly([stage.a[t.name] + stage.b[t.name] for t in timed if t.name in stage.a],
@@ -144,17 +163,21 @@ class Trial:
                                        f"a stage of {stage.pairs} pairs, and no single reading set the sides "
                                        "apart: the stage ended before its minimum")
                 return stage
+            which = "the confirmation's " if confirming else "the first stage's "
             if not self.rule.wants_more(estimates, threshold, stage.pairs, confirming):
-                if stage.pairs < self.rule.cap(confirming) and not all(e is not None and is_clear(e, threshold)
-                                                                       for e in estimates):
-                    judgement.notes.append(f"futility stop after {stage.pairs} pairs: no unclear figure could be "
-                                           f"clear by the cap of {self.rule.max_pairs} at its noise")
+                if all(e is not None and is_clear(e, threshold) for e in estimates):
+                    return stage
+                if stage.pairs < self.rule.cap(confirming):
+                    stage.stop = (f"{which}futility stop after {stage.pairs} pairs: no unclear figure could be "
+                                  f"clear by the cap of {self.rule.max_pairs} at its noise")
+                else:
+                    stage.stop = f"{which}cap of {stage.pairs} pairs reached"
+                judgement.notes.append(stage.stop)
                 return stage
             if stage.pairs >= self.rule.min_pairs and source.now() - begin > judgement.budget_s:
                 judgement.budget_spent = True
-                which = "the confirmation's " if confirming else ""
-                judgement.notes.append(f"{which}pair budget of {judgement.budget_s:g} s spent after {stage.pairs} "
-                                       "pairs")
+                stage.stop = f"{which}pair budget of {judgement.budget_s:g} s spent after {stage.pairs} pairs"
+                judgement.notes.append(stage.stop)
                 return stage
             done = sum(judgement.stages) + stage.pairs  # the case's pairs so far, over its stages
             fresh = self.redraw_every > 0 and done > 0 and done % self.redraw_every == 0
@@ -191,24 +214,36 @@ class Trial:
             return write(item, metric, "inconclusive", b_med, a_med, threshold,
                          f"too few usable block pairs ({decisive.pairs}) for a paired test")
         evidence = evidence_text(est, decisive.pairs, metric.unit)
+        ended = decisive.stop
+        proof = est  # the estimate that proves (or not) that the figure is unchanged: at the per-figure alpha
         if confirm is not None:
             first_est = first.estimate(t.name, t.better, t.scale, self.alpha) if first.usable(t.name, t.scale) else None
+            confirmed = judge(est, threshold) == kind
             evidence += (f"; first stage of {first.pairs} block pairs: "
                          + (estimate_text(first_est, metric.unit) if first_est else "too few usable pairs")
-                         + f", confirmed {'yes' if judge(est, threshold) == kind else 'no'} by the second stage "
+                         + f", confirmed {'yes' if confirmed else 'no'} by the second stage "
                          f"at alpha {figure_alpha:.3g} (the run-level rule)")
             if one_test_with is not None:
                 evidence += (f"; counted as one test with {one_test_with}, the same reading in every first-stage "
                              "block pair")
-            if judge(est, threshold) != kind:
-                kind = "unchanged"  # not confirmed by the independent second stage
-        if kind == "unchanged" and judgement.budget_spent and not is_clear(est, threshold):
+            if not confirmed:
+                # not confirmed by the independent second stage: unchanged only where both stages' pairs together
+                # prove it at the per-figure level
+                kind = "unchanged"
+                both = first.joined(confirm)
+                proof = both.estimate(t.name, t.better, t.scale, self.alpha) or est
+                ended = f"{kind_word(t, first_est, threshold)} in the first stage and not confirmed by the second"
+        if kind == "unchanged" and not is_inside(proof, threshold):
             kind = "inconclusive"
-            evidence += (f"; the pair budget of {judgement.budget_s:g} s was spent before the interval was clear of "
-                         "the threshold (--dmlbench-pair-budget, or the case's pair_budget=, raises it)")
+            if proof is not est:
+                evidence += f"; both stages' {proof.pairs} pairs together: {estimate_text(proof, metric.unit)}"
+            evidence += "; " + unsettled_text(proof, threshold, ended)
         p = est.p_better if kind == "improvement" else est.p_worse
-        return write(item, metric, kind, b_med, a_med, threshold, evidence, p_value=p,
-                     detectable_pct=est.detectable_pct(), runs=decisive.pairs,
+        # the printed change is this estimate's: the working tree's figure is REF's block median moved by it
+        current = reconciled_current(b_med, est, t.better)
+        evidence += f"; the working tree's own block median: {format_quantity(a_med, metric.unit)}"
+        return write(item, metric, kind, b_med, current, threshold, evidence, p_value=p,
+                     detectable_pct=proof.detectable_pct(), runs=decisive.pairs,
                      cause="unsettled" if kind == "inconclusive" else None,
                      paired=est.evidence("first" if confirm is None else "confirmation"))
 
@@ -259,3 +294,9 @@ class Trial:
             lines.extend(f"  {self.first_stage_p[i][0]} {self.first_stage_p[i][1]} p={self.first_stage_p[i][2]:.2g}"
                          for i in found)
         return lines
+
+
+def kind_word(t: Timed, first_est: PairedEstimate | None, threshold: float) -> str:
+    """How the first stage read a figure it flagged (``a regression``, ``an improvement``)."""
+    kind = judge(first_est, threshold) if first_est is not None else "unchanged"
+    return {"regression": "a regression", "improvement": "an improvement"}.get(kind, "flagged")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.paired.statistics import PairedEstimate
 from pytest_dmlbench.gates.wording import Decision, detectable_text, word
-from pytest_dmlbench.results import MetricResult, Verdict, VerdictKind
+from pytest_dmlbench.results import Direction, MetricResult, Verdict, VerdictKind
 
 CHANGED = frozenset({"regression", "improvement"})
 
@@ -55,3 +56,13 @@ def evidence_text(est: PairedEstimate, pairs: int, unit: str) -> str:
     """:func:`estimate_text` over ``pairs`` block pairs, with the per-pair noise."""
     return (f"{estimate_text(est, unit)} over {pairs} block pairs, alpha {est.alpha:g}; per-pair noise "
             f"{detectable_text(est.noise_pct, unit)}")
+
+
+def reconciled_current(reference: float, est: PairedEstimate, better: Direction) -> float:
+    """The working tree's figure as ``est`` states it: REF's ``reference`` moved by the estimated ratio (or
+    difference, on the points scale) in the figure's own direction, so that the change a verdict prints, its
+    ratio and its interval are one estimate (the two sides' own block medians need not give the same change)."""
+    bad = est.mean_log if better == "lower" else -est.mean_log
+    if est.scale == "points":
+        return reference + bad
+    return reference * math.exp(bad)
