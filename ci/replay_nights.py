@@ -28,6 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from pytest_dmlbench.config import DEFAULT_RUN_ALPHA
+from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.paired.recorded import RecordedCase, load_recorded
 from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.replay import recorded_pair_seconds, replay_night
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     red_by_case: dict[str, int] = defaultdict(int)
     pair_minutes: list[float] = []
     unsettled: list[int] = []
+    settled: list[float] = []
     candidates: dict[int, list[RecordedCase]] = defaultdict(list)
     for case in cases:
         if "step_time_s" in case.figures and (not args.inject_into
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         red_nights += bool(night.red_cases)
         pair_minutes.append(night.pair_seconds / 60.0)
         unsettled.append(night.unsettled)
+        settled.append(100.0 * night.settled / night.judged if night.judged else 0.0)
         for nodeid in night.red_cases:
             red_by_case[nodeid] += 1
     print(f"unchanged code: {red_nights} of {args.nights} nights red ({_percent(red_nights, args.nights)}); "
@@ -112,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pairs of an unchanged night: median {statistics.median(pair_minutes):.1f} min "
               f"({min(pair_minutes):.1f}-{max(pair_minutes):.1f}), against "
               f"{recorded_pair_seconds(cases) / 60.0:.1f} min in the recorded runs; unsettled figures: median "
-              f"{statistics.median(unsettled):g} ({min(unsettled)}-{max(unsettled)})")
+              f"{statistics.median(unsettled):g} ({min(unsettled)}-{max(unsettled)}); settled share of the judged "
+              f"figures: median {statistics.median(settled):.1f} % ({min(settled):.1f}-{max(settled):.1f} %)")
+        print(f"  not in these recordings: {', '.join(sorted(SINGLE_READING_METRICS))} (recordings keep the timed "
+              "figures' block medians only; replaying memory peaks and exact counts needs new recordings that keep "
+              "their per-block readings)")
     for nodeid, count in sorted(red_by_case.items(), key=lambda kv: -kv[1])[:10]:
         print(f"  red in {count} night(s): {nodeid}")
     for pct in (float(v) for v in args.slowdowns.split(",") if v.strip()):

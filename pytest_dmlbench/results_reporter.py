@@ -52,6 +52,10 @@ class ResultsReporter:
         width = self.config.get_terminal_writer().fullwidth
         terminalreporter.write_line(terminal_table(results, verbose=self.config.get_verbosity() > 0, width=width))
         if self.settings.json_path is not None:
+            if any(case.verdicts for case in results.cases):
+                from pytest_dmlbench.results.settled import settled_record
+
+                results.run["settled"] = settled_record(results)
             write_results(self.settings.json_path, results)
             terminalreporter.write_line(f"dmlbench: results written to {self.settings.json_path}")
         summary = append_step_summary(results)

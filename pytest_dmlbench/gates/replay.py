@@ -63,12 +63,15 @@ class Replay:
 class NightOutcome:
     """What one replayed night gave: the cases that failed, the verdict on the slowed case, what its pairs cost
     (each case's recorded seconds per pair, so a lower threshold's longer stages show as a longer night) and
-    how many figures ended unsettled (the pair budget spent before their interval was clear)."""
+    how many figures were judged, how many settled (found changed, or proven unchanged) and how many ended
+    tested but not settled."""
 
     red_cases: tuple[str, ...]
     slowed_kind: str | None
     pair_seconds: float = 0.0
     unsettled: int = 0
+    judged: int = 0
+    settled: int = 0
 
 
 def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: float,
@@ -82,17 +85,19 @@ def replay_night(cases: Sequence[RecordedCase], rng: random.Random, run_alpha: f
     replay = Replay(run_alpha, len(cases), rule, canary_adjust=canary_adjust, two_stage=two_stage)
     red: list[str] = []
     slowed_kind: str | None = None
-    unsettled = 0
+    unsettled = judged = settled = 0
     for case in cases:
         verdicts = replay.replay_case(case, rng, slowdown if case.nodeid == slowed_case else 0.0, block)
         unsettled += sum(1 for v in verdicts if v.inconclusive_cause == "unsettled")
+        judged += sum(1 for v in verdicts if v.kind != "new")
+        settled += sum(1 for v in verdicts if v.kind in ("regression", "improvement", "unchanged"))
         if any(fails(v, fail_on_improvement) for v in verdicts):
             red.append(case.nodeid)
         if case.nodeid == slowed_case:
             kinds = {v.kind for v in verdicts}
             slowed_kind = "regression" if "regression" in kinds else ("unchanged" if kinds == {"unchanged"}
                                                                        else "inconclusive")
-    return NightOutcome(tuple(red), slowed_kind, replay.clock, unsettled)
+    return NightOutcome(tuple(red), slowed_kind, replay.clock, unsettled, judged, settled)
 
 
 def recorded_pair_seconds(cases: Sequence[RecordedCase]) -> float:

@@ -3,7 +3,8 @@
 Each item still fails on its own as it finishes, but at a level chosen for the whole run (Bonferroni): the
 run's chance of a red for nothing, ``run_alpha`` (``--dmlbench-run-alpha``, default 1 %), is split evenly
 over the cases that record figures (counted at collection) and, within a case, over the distinct tests it
-makes on block pairs: figures that are one reading in every first-stage pair (a bandwidth computed from the
+makes on block pairs (its timed figures, its derived speedups and its memory peaks; an exact count is compared
+exactly and spends none): figures that are one reading in every first-stage pair (a bandwidth computed from the
 step time, :mod:`pytest_dmlbench.gates.paired.one_reading`) are one test and count once. A figure fails
 only when the confirmation stage, an independent second set of block pairs, finds it beyond the threshold
 at that split level; the first stage flags candidates at the ordinary per-figure level (1 %) and costs no
@@ -55,9 +56,9 @@ class RunLevelRule:
         """The rule and its guarantee, for the run's summary."""
         return (f"run-level rule: at most {100 * self.run_alpha:g} % chance of a red run on unchanged code "
                 f"(--dmlbench-run-alpha), split over {self.judged_cases} case(s) that record figures and over "
-                f"each case's distinct tests, figures that are one reading counted once (Bonferroni); "
-                f"confirmed at {self.figure_alpha(1):.3g} per figure "
-                "for a case of one")
+                "each case's distinct tests, every judged figure counted (timed ones, figures that are one reading "
+                "once, derived speedups and memory peaks; exact counts are compared exactly and spend none) "
+                f"(Bonferroni); confirmed at {self.figure_alpha(1):.3g} per figure for a case of one")
 
 
 def benjamini_hochberg(p_values: Sequence[float], q: float = WATCH_FDR) -> list[int]:

@@ -7,6 +7,7 @@ import html
 from datetime import datetime
 
 from pytest_dmlbench.results import RunResults, Verdict
+from pytest_dmlbench.results.settled import settled_text
 from pytest_dmlbench.results.table import inconclusive_counts, ordered_cases, verdict_counts
 
 NOTABLE_ORDER = ("regression", "inconclusive", "improvement")
@@ -52,7 +53,7 @@ def banner(sources: list[str], run: RunResults) -> str:
     commit = str(run.run.get("commit") or "")[:12]
     facts = [f"{len(run.cases)} case(s)", f"world size {run.run['world_size']}" if "world_size" in run.run else "",
              f"commit {commit}" if commit else "", f"created {_when(run.created)}"]
-    counts = verdict_counts(run)
+    counts = "; ".join(t for t in (verdict_counts(run), settled_text(run)) if t)
     return (f'<div class="banner {css}" role="status"><p class="headline">{html.escape(sentence)}</p>'
             + (f"<p>{html.escape(counts)}</p>" if counts else "")
             + f"<p>{html.escape('; '.join(f for f in facts if f))}. Results: "

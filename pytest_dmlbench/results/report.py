@@ -14,6 +14,7 @@ from tabulate import tabulate
 from pytest_dmlbench.results import NOTABLE_KINDS, RunResults, Verdict
 from pytest_dmlbench.results.jsonio import read_results as _read_results
 from pytest_dmlbench.results.jsonio import write_results
+from pytest_dmlbench.results.settled import settled_text
 from pytest_dmlbench.results.table import (
     UNITS_NOTE,
     case_counts,
@@ -66,7 +67,8 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
     lines += [UNITS_NOTE, "", _markdown_table(results, verbose=False), ""]
     lines += ["<details><summary>every metric</summary>", "", _markdown_table(results, verbose=True), "",
               "</details>", ""]
-    lines += [f"**{text[0].upper()}{text[1:]}**" for text in (verdict_counts(results), case_counts(results)) if text]
+    counts = (verdict_counts(results), settled_text(results), case_counts(results))
+    lines += [f"**{text[0].upper()}{text[1:]}**" for text in counts if text]
     lines += [""] if compared(results) else [NOT_COMPARED, ""]
     note = _oversubscription_note(results)
     if note:

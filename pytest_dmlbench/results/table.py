@@ -152,6 +152,27 @@ def _headline_verdict(case: CaseResult) -> Verdict | None:
     return next((v for v in case.verdicts if headline is not None and v.metric == headline.name), None)
 
 
+def test_text(verdict: Verdict | None) -> str:
+    """What a verdict's test showed, for ``-v``: the paired interval and its pairs, and the smallest change the
+    test could detect (empty where no test ran)."""
+    if verdict is None:
+        return ""
+    parts = []
+    if verdict.paired is not None:
+        e = verdict.paired
+        level = f"{100 * e.confidence:g}%"
+        if e.scale == "points":
+            parts.append(f"{level} CI {100 * e.ci_low:+.2f} to {100 * e.ci_high:+.2f} pp over {e.pairs} pairs")
+        else:
+            parts.append(f"ratio {e.estimate:.3f}, {level} CI {e.ci_low:.3f}-{e.ci_high:.3f} over {e.pairs} pairs")
+    if verdict.detectable_pct is not None and verdict.kind != "new":
+        unit = "pp" if verdict.paired is not None and verdict.paired.scale == "points" else "%"
+        detect = verdict.detectable_pct
+        parts.append(f"detects {detect:.1f} {unit}" if detect == detect and detect != float("inf")
+                     else "detects no change (too few readings)")
+    return "; ".join(parts)
+
+
 def change_cell(verdict: Verdict | None) -> str:
     """The verdict's own worded change (``+18.8 % slower``), the text its message gives."""
     return "" if verdict is None else verdict.change
@@ -172,8 +193,12 @@ def metric_cells(metric: MetricResult, verdict: Verdict | None) -> MetricCells:
     stats = metric.stats
     scale = named_scale(metric.unit)
     base = verdict.baseline_median if verdict is not None else None
+    # a paired verdict's figure: REF's block median moved by the paired estimate, so that the columns give the
+    # change the verdict prints
+    shown = (verdict.current_median if verdict is not None and verdict.paired is not None
+             and verdict.current_median is not None else stats.median)
     return MetricCells(
-        median=scale.quantity(stats.median),
+        median=scale.quantity(shown),
         iqr=scale.quantity(stats.iqr) if stats.rounds > 1 else "",
         rounds=str(stats.rounds),
         baseline=scale.quantity(base) if base is not None else "",

@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 
 from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, RunResults
+from pytest_dmlbench.results.settled import settled_text
 from pytest_dmlbench.results.table import (
     METRIC_PREFIX,
     OTHERS_MARK,
@@ -29,6 +30,7 @@ from pytest_dmlbench.results.table import (
     ordered_cases,
     oversubscribed,
     reference_column,
+    test_text,
     verdict_cell,
     verdict_counts,
     wrap_nodeid,
@@ -43,6 +45,8 @@ INDENT = "    "
 NOT_COMPARED = ("no verdicts: no case had a baseline or a REF to compare with, so there are no change and verdict "
                 "columns (--dmlbench-save stores baselines; --dmlbench-against REF compares with a commit)")
 VERBOSE_HINT = "-v: every metric"
+PAIRED_NOTE = ("REF: REF's median over its blocks; median: a paired figure is REF's moved by the paired estimate, "
+               "so the change is that estimate")
 _COMMAND = re.compile(r"`?(?:pytest --dmlbench|python -m pytest_dmlbench)\b")
 
 
@@ -212,11 +216,15 @@ def verbose_lines(results: RunResults, ids: dict[str, str], width: int) -> list[
     lines += [_line(head, widths, right, indent), _line(["-" * w for w in widths], widths, right, indent)]
     for case, block in zip(cases, per_case, strict=True):
         lines += id_lines(_name(case, ids), width, f"  ws {_ranks(case, results)}")
-        for row in block:
+        by_metric = {v.metric: v for v in case.verdicts}
+        for row, metric in zip(block, case.metrics, strict=True):
             if stacked:
                 lines += [row[0], _line(row[1:], widths, right, indent)]
             else:
                 lines.append(_line(row, widths, right))
+            test = test_text(by_metric.get(metric))
+            if test:
+                lines += wrap_text(f"{INDENT}    {test}", width, INDENT + "    ")
         if not block:
             lines.append(f"{INDENT}(no figures)")
     return lines
@@ -260,6 +268,8 @@ def terminal_table(results: RunResults, verbose: bool = False, width: int | None
     ids, prefix = short_ids([case.nodeid for case in results.cases])
     wrap: Callable[[str], list[str]] = lambda text: wrap_text(text, width, INDENT)  # noqa: E731
     lines = wrap(UNITS_NOTE if verbose else f"{UNITS_NOTE}; {VERBOSE_HINT}")
+    if compared(results) and reference_column(results) != "baseline":
+        lines += wrap(PAIRED_NOTE)
     if prefix:
         lines += wrap(f"cases under {prefix}")
     lines += verbose_lines(results, ids, width) if verbose else compact_lines(results, ids, width)
@@ -267,7 +277,7 @@ def terminal_table(results: RunResults, verbose: bool = False, width: int | None
         lines += wrap(f"{OTHERS_MARK} another figure of the case has a notable verdict (below)")
     if not verbose:
         lines += notable_lines(results, ids, width)
-    for text in (verdict_counts(results), case_counts(results), oversubscription_note(results)):
+    for text in (verdict_counts(results), settled_text(results), case_counts(results), oversubscription_note(results)):
         if text:
             lines += wrap(text)
     if not compared(results):

@@ -333,8 +333,8 @@ class SequentialRule:
 
 @dataclass(frozen=True)
 class SingleReading:
-    """A figure read once per run (bytes per step, peak memory), A against B directly: no test, since
-    these are not noisy the way times are; any difference is reported."""
+    """An exact count (bytes per step), A against B directly: the same work reads the same count, so no test
+    runs, and a difference is the change itself, judged by the threshold."""
 
     a: float
     b: float
@@ -365,16 +365,3 @@ class SingleReading:
         if -self.bad_pct > self.threshold_pct:
             return "improvement"
         return "unchanged"
-
-
-def chance_apart(a: Sequence[float], b: Sequence[float], better: Direction, a_worse: bool) -> float | None:
-    """Whether the blocks' readings of a single-reading figure lie apart: every one of A's beyond every one
-    of B's, in the bad direction when ``a_worse`` (else the good one). None when they overlap; else the
-    chance of that order with no change at all, every order of exchangeable readings being equally likely:
-    ``1 / C(n + m, n)`` (n, m readings). A figure that moves from block to block by more than between the
-    sides (a memory peak, say) overlaps, and its change of medians cannot be told from that movement."""
-    if not a or not b:
-        return None
-    a_higher = (better == "lower") == a_worse  # A's readings must all be the higher ones
-    apart = min(a) > max(b) if a_higher else max(a) < min(b)
-    return 1.0 / math.comb(len(a) + len(b), len(a)) if apart else None
