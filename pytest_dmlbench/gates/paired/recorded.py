@@ -7,8 +7,9 @@ look like here, slow phases included. :func:`recorded_source` serves a case's pa
 bootstrap: runs of ``block`` consecutive recorded pairs of one run, so that a slow phase spanning
 neighbouring pairs stays together. An injected slowdown multiplies A's values by ``1 + s`` (divides them,
 for a higher-is-better figure); the canary is never slowed. Each pair costs the case's recorded seconds per
-pair, so the pair budget stops a replayed case where it stopped the real one. Derived figures (speedup) and
-single readings are not recorded per pair, so not replayed.
+pair, so the pair budget stops a replayed case where it stopped the real one. Derived figures (speedup) are
+not recorded per pair, so not replayed; single readings (memory peaks, exact counts) are, by recordings made
+from 0.4 on (older ones lack them, and the replay names them).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
             paired = (case.get("extra") or {}).get("paired") or {}
             stages = paired.get("block_medians") or []
             figures = {name: (m["unit"], m["better"]) for name, m in case.get("metrics", {}).items()
-                       if m.get("better") in ("higher", "lower") and name not in SINGLE_READING_METRICS
+                       if m.get("better") in ("higher", "lower")
                        and any(name in stage.get("a", {}) for stage in stages)}
             pairs = _pairs_of(stages, list(figures))
             if not pairs:
@@ -118,10 +119,11 @@ def resampled(case: RecordedCase, rng: random.Random, block: int = 3) -> Iterato
 
 def slowed(pair: Pair, figures: Mapping[str, tuple[str, Direction]], slowdown: float) -> Pair:
     """``pair`` with A made ``slowdown`` worse (0.1: 10 % slower, or 10 % less of a higher-is-better rate);
-    a fraction (judged in points) rises or falls by ``slowdown`` of itself."""
+    a fraction (judged in points) rises or falls by ``slowdown`` of itself; memory peaks and counts stay (a
+    slowdown takes time, not memory)."""
     if slowdown == 0.0:
         return pair
-    a = {name: value if name not in figures else
+    a = {name: value if name not in figures or name in SINGLE_READING_METRICS else
          value * (1.0 + slowdown) if figures[name][1] == "lower" else value / (1.0 + slowdown)
          for name, value in pair[0].items()}
     return a, pair[1]

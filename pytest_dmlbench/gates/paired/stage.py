@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.paired.canary_adjustment import adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.pairs import BlockPair
 from pytest_dmlbench.gates.paired.plan import BlockPlan
@@ -40,6 +41,7 @@ class Stage:
     fresh_world: list[bool] = field(default_factory=list)  # per pair: both blocks ran on newly started worlds
     adjust: bool = False
     stop: str = ""  # what ended the stage, in words ("" while it runs, or when every figure was clear)
+    single: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # A's, B's block readings
 
     @property
     def pairs(self) -> int:
@@ -55,6 +57,13 @@ class Stage:
             a, b = pair.block_medians(t.name, t.scale)
             self.a.setdefault(t.name, []).append(a)
             self.b.setdefault(t.name, []).append(b)
+        names = set(self.single) | {n for side in (pair.a, pair.b) for n in side if n in SINGLE_READING_METRICS}
+        for name in sorted(names):
+            earlier = [math.nan] * (self.pairs - 1)
+            a_side, b_side = self.single.setdefault(name, (list(earlier), list(earlier)))
+            a_reading, b_reading = pair.medians(name)
+            a_side.append(math.nan if a_reading is None else a_reading)
+            b_side.append(math.nan if b_reading is None else b_reading)
 
     def joined(self, other: Stage) -> Stage:
         """This stage's pairs followed by ``other``'s, as one stage (the evidence of both, pooled)."""
@@ -91,11 +100,12 @@ class Stage:
 
     def record(self) -> dict[str, Any]:
         """The stage's raw evidence for the results file: per pair, which side ran first, per metric A's and
-        B's block medians, the canary beside each side's block (so a decision can be replayed, or re-made
-        with another rule, with or without the canary adjustment), and, when worlds were redrawn, which pairs
-        ran on fresh ones."""
-        record = {"a_first": list(self.a_first), "a": {k: list(v) for k, v in self.a.items()},
-                  "b": {k: list(v) for k, v in self.b.items()},
+        B's block medians (a single-reading figure's block readings too, NaN where a block lacked it), the canary
+        beside each side's block (so a decision can be replayed, or re-made with another rule, with or without
+        the canary adjustment), and, when worlds were redrawn, which pairs ran on fresh ones."""
+        record = {"a_first": list(self.a_first),
+                  "a": {**{k: list(v) for k, v in self.a.items()}, **{k: list(a) for k, (a, _) in self.single.items()}},
+                  "b": {**{k: list(v) for k, v in self.b.items()}, **{k: list(b) for k, (_, b) in self.single.items()}},
                   "canary": {"a": list(self.canary_a), "b": list(self.canary_b)}}
         if any(self.fresh_world):
             record["fresh_world"] = list(self.fresh_world)
