@@ -152,7 +152,7 @@ def test_recorded_pairs_are_read_from_a_results_file(tmp_path: Path) -> None:
     path = tmp_path / "night.json"
     path.write_text(json.dumps(results))
     recorded = load_recorded([path, path])["t.py::test_x"]
-    assert recorded.figures == {"step_time_s": ("s", "lower")}  # single-reading figures are not replayed
+    assert recorded.figures == {"step_time_s": ("s", "lower")}  # an old recording: no block readings of memory
     assert len(recorded.runs) == 2 and recorded.runs[0][0] == ({"step_time_s": 0.011}, {"step_time_s": 0.010})
     assert recorded.seconds_per_pair == [2.0, 2.0] and recorded.world_size == 4
     assert recorded.threshold_pct == 10.0
@@ -170,6 +170,27 @@ def test_recorded_pairs_are_read_from_a_results_file(tmp_path: Path) -> None:
     results["cases"][0]["threshold_pct"] = 50  # a case's marker threshold is its own under any run threshold
     path.write_text(json.dumps(results))
     assert load_recorded([path], run_threshold_pct=5.0)["t.py::test_x"].threshold_pct == 50.0
+
+
+def test_a_recording_that_keeps_memory_readings_replays_memory_peaks(tmp_path: Path) -> None:
+    """From 0.4 on a stage records each block's single readings beside the timed medians; the replay judges
+    them (a memory peak on kept worlds: never unchanged at a 10 % threshold, never a regression A/A)."""
+    pairs = 8
+    stage = {"a_first": [i % 2 == 0 for i in range(pairs)],
+             "a": {"step_time_s": [0.010 + 1e-4 * (i % 3) for i in range(pairs)], "peak_rss_mb": [520.0] * pairs},
+             "b": {"step_time_s": [0.010 + 1e-4 * (i % 2) for i in range(pairs)], "peak_rss_mb": [500.0] * pairs}}
+    results = {"run": {"threshold_pct": 10}, "cases": [
+        {"nodeid": "t.py::test_x", "world_size": 4, "threshold_pct": None,
+         "metrics": {"step_time_s": {"unit": "s", "better": "lower"}, "peak_rss_mb": {"unit": "MB", "better": "lower"}},
+         "extra": {"paired": {"block_medians": [stage], "seconds": 8.0, "budget_s": 60.0}}}]}
+    path = tmp_path / "night.json"
+    path.write_text(json.dumps(results))
+    recorded = load_recorded([path])["t.py::test_x"]
+    assert recorded.figures == {"step_time_s": ("s", "lower"), "peak_rss_mb": ("MB", "lower")}
+    verdicts = {v.metric: v for v in Replay(0.01, 1).replay_case(recorded, random.Random(0), slowdown=0.3)}
+    assert verdicts["step_time_s"].kind == "regression", verdicts["step_time_s"].message
+    peak = verdicts["peak_rss_mb"]  # a slowdown takes time, not memory: A's peak stays 4 % above B's
+    assert peak.kind == "inconclusive" and peak.cause == "unsettled" and "kept worlds" in peak.message, peak.message
 
 
 def test_a_file_without_recorded_pairs_is_refused_by_name(tmp_path: Path) -> None:

@@ -65,6 +65,7 @@ def test_a_trial_on_a_list_source_flags_a_20_percent_slowdown_and_not_an_a_a_pai
     first = judgement.block_medians[0]
     assert first["a_first"] == [i % 2 == 0 for i in range(judgement.stages[0])]
     assert len(first["a"]["step_time_s"]) == len(first["b"]["step_time_s"]) == judgement.stages[0]
+    assert first["a"]["comm_bytes_per_step"] == [4096.0] * judgement.stages[0]  # single readings kept for replay
 
 
 def test_a_single_reading_is_compared_directly_on_the_trials_pairs() -> None:
