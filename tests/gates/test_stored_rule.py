@@ -1,4 +1,5 @@
-"""The stored-baseline rule's verdict kinds: untestable figures are inconclusive, never unchanged."""
+"""The stored-baseline rule's verdict kinds: untestable figures are inconclusive, never unchanged; unchanged
+is proven."""
 
 from __future__ import annotations
 
@@ -63,9 +64,16 @@ def test_fractions_move_by_percentage_points() -> None:
     assert large.detectable_pct is not None and large.detectable_pct < 2.0  # in points: a fraction of 0.2 moves
 
 
-def test_single_reading_figures_are_judged_by_the_threshold() -> None:
-    grew = compare_metric(MetricResult.of("peak_rss_mb", [400.0]), MetricResult.of("peak_rss_mb", [480.0]), 10.0)
+def test_exact_counts_are_judged_by_the_threshold_and_memory_peaks_by_the_saved_runs() -> None:
+    before, after = MetricResult.of("comm_bytes_per_step", [4e6]), MetricResult.of("comm_bytes_per_step", [4.8e6])
+    grew = compare_metric(before, after, 10.0)
     assert grew is not None and grew.kind == "regression" and grew.change == "+20.0 % larger"
+    peak = compare_metric(MetricResult.of("peak_rss_mb", [400.0]), MetricResult.of("peak_rss_mb", [480.0]), 10.0)
+    assert peak is not None and peak.kind == "inconclusive" and peak.untestable  # no saved spread: no test
+    saved_peak = MetricResult.of("peak_rss_mb", [400.0])
+    saved_peak.history = [401.0, 399.0, 400.0, 400.5]
+    judged = compare_metric(saved_peak, MetricResult.of("peak_rss_mb", [480.0]), 10.0)
+    assert judged is not None and judged.kind == "regression" and judged.change == "+20.0 % larger"
 
 
 def test_a_figure_whose_unit_changed_is_inconclusive_not_compared() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_dmlbench.results.student_t import one_sided_t_p
+from pytest_dmlbench.results.student_t import one_sided_t_p, student_t_quantile
 
 HISTORY_RUNS = 10
 """How many saved runs a baseline remembers (the newest run's samples plus earlier runs' medians)."""
@@ -32,6 +32,15 @@ class BetweenRunTest:
     p_value: float
     spread_pct: float | None  # run-to-run spread in percent (log scale), None on the linear scale
     spread: float  # standard deviation of the run medians on the scale used (log or the metric's unit)
+    change: float = 0.0  # the current median less the saved runs' mean, on the scale used (signed)
+
+    @property
+    def log_scale(self) -> bool:
+        return self.spread_pct is not None
+
+    def half_width(self, alpha: float) -> float:
+        """Half the width of the ``1 - 2 alpha`` prediction interval on :attr:`change`."""
+        return prediction_half_width(self.spread, self.runs, alpha)
 
     def describe(self, alpha: float) -> str:
         relation = "<" if self.p_value < alpha else ">="
@@ -61,8 +70,19 @@ def between_run_test(
     current = math.log(current_median) if log_scale else current_median
     runs = len(values)
     spread = statistics.stdev(values)
-    move = current - statistics.fmean(values)
-    if alternative == "less":
-        move = -move
+    change = current - statistics.fmean(values)
+    move = -change if alternative == "less" else change
     p_value = one_sided_t_p(move, spread * math.sqrt(1.0 + 1.0 / runs), runs - 1)
-    return BetweenRunTest(runs, p_value, 100.0 * (math.exp(spread) - 1.0) if log_scale else None, spread)
+    return BetweenRunTest(runs, p_value, 100.0 * (math.exp(spread) - 1.0) if log_scale else None, spread, change)
+
+
+def prediction_half_width(spread: float, runs: int, alpha: float) -> float:
+    """``t(1 - alpha, runs - 1) * spread * sqrt(1 + 1/runs)``: how far one more run's median may lie from the
+    mean of ``runs`` saved ones at this spread, each side of a ``1 - 2 alpha`` prediction interval."""
+    return student_t_quantile(1.0 - alpha, runs - 1) * spread * math.sqrt(1.0 + 1.0 / runs)
+
+
+def half_width_floor(spread: float, alpha: float) -> float:
+    """What :func:`prediction_half_width` tends to with ever more saved runs: ``z(1 - alpha) * spread`` (the
+    current run is one run, whose own spread no number of saves removes)."""
+    return statistics.NormalDist().inv_cdf(1.0 - alpha) * spread

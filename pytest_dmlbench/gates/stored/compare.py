@@ -1,5 +1,5 @@
 """The stored-baseline verdict rule: a metric regresses only when the change is large, significant, and
-beyond what whole runs of the baseline differ by.
+beyond what whole runs of the baseline differ by; it is unchanged only when its test proved it.
 
 For a figure timed per round whose better direction is known, a **regression** needs the median to move the
 bad way by more than the threshold (percent; percentage points for a fraction) AND a one-sided t-test on
@@ -8,12 +8,16 @@ autocorrelated, blocks count as samples) to give p < alpha AND the current media
 run-to-run spread of the baseline's saved runs (a one-sided prediction test, p < alpha; see
 ``between_runs``). The last condition is what keeps a noisy shared machine from crying wolf: the first two
 only see noise within one run, and on this kind of machine a baseline saved once gives 11-17 % false alarms.
-So until the baseline holds ``min_runs`` saved runs (3 by default) such a figure is **inconclusive**, and so
-is one with too few rounds for two blocks or no finite sample: no test ran, and the verdict says why.
-Single-reading figures (bytes, peak memory) are judged by the threshold (and the saved runs, from three).
-An **improvement** is the mirror image; a test that ran and found neither is **unchanged** and states the
-smallest change it could have detected; a metric or case without a baseline is **new**. Metrics without a
-direction are informational and get no verdict. NaN samples are dropped, counted and reported.
+An **improvement** is the mirror image. Such a figure is **unchanged** only when both ``1 - 2 alpha``
+intervals on its change, the within-run one on the block medians and the between-runs prediction one, lie
+wholly within the threshold band (:mod:`~pytest_dmlbench.gates.stored.proof`); a figure that is neither is
+**inconclusive**, ``unsettled``, and says its interval, the smallest change it could detect and what would
+settle it. Until the baseline holds ``min_runs`` saved runs (3 by default), with too few rounds for two
+blocks, or with no finite sample, no test runs: **inconclusive**, ``untestable``, saying why. Exact counts
+are compared exactly and memory peaks by the between-runs test alone
+(:mod:`~pytest_dmlbench.gates.stored.single_reading`). A metric or case without a baseline is **new**.
+Metrics without a direction are informational and get no verdict. NaN samples are dropped, counted and
+reported.
 """
 
 from __future__ import annotations
@@ -25,10 +29,19 @@ from typing import Any
 
 from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import EXACT_COUNT_METRICS, MEMORY_PEAK_METRICS
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
-from pytest_dmlbench.gates.stored.block_test import Alternative, block_test
+from pytest_dmlbench.gates.stored.block_test import Alternative, block_samples, block_test
 from pytest_dmlbench.gates.stored.detectable import detectable_pct
+from pytest_dmlbench.gates.stored.proof import (
+    ChangeInterval,
+    between_runs_interval,
+    describe,
+    proven_unchanged,
+    settle_advice,
+    within_run_interval,
+)
+from pytest_dmlbench.gates.stored.single_reading import exact_count, memory_peak
 from pytest_dmlbench.gates.wording import Decision, word
 from pytest_dmlbench.results import CaseResult, Direction, MetricResult, RunResults, Verdict, VerdictKind
 from pytest_dmlbench.results.stats import median
@@ -95,6 +108,8 @@ def compare_metric(
     A figure timed per round is judged only when the baseline was saved at least ``min_runs`` times (whole
     runs differ on a shared machine by more than blocks inside one run, and only saved runs measure that)
     and both runs hold two blocks of rounds; before that its verdict is ``inconclusive`` and says what to do.
+    Then it is ``unchanged`` only when its change intervals lie within the threshold band, and otherwise, short
+    of a regression or an improvement, ``inconclusive`` (``unsettled``), saying what would settle it.
     """
     better = current.better if current.better is not None else (baseline.better if baseline else None)
     if better is None:
@@ -131,20 +146,21 @@ def compare_metric(
     test = block_test(cur, base, direction)
     run_medians = [*baseline.history, base_median]
     runs_test = between_run_test(run_medians, cur_median, direction)
-    single = current.name in SINGLE_READING_METRICS
     more: dict[str, Any] = {
         "reference": base_median, "p_value": test.p_value,
         "between_runs_p": runs_test.p_value if runs_test is not None else None, "runs": len(run_medians),
     }
+    if current.name in EXACT_COUNT_METRICS or current.name in MEMORY_PEAK_METRICS:
+        if current.name in EXACT_COUNT_METRICS:
+            single = exact_count(base_median, cur_median, bad_pct, threshold_pct, unit)
+            more["p_value"] = more["between_runs_p"] = None  # no test ran
+        else:
+            single = memory_peak(base_median, cur_median, bad_pct, threshold_pct, unit, runs_test,
+                                 len(run_medians), min_runs, alpha, refresh_command)
+            more["p_value"] = None  # the block test does not judge a peak
+        return decided(single.kind, f"{single.evidence}{dropped}", remedy=_remedy(single.kind, refresh_command),
+                       cause=single.cause, detectable_pct=single.detectable_pct, **more)
     runs_text = _runs_description(runs_test, len(run_medians), alpha)
-    if single:
-        deciders = "the threshold alone decides" if runs_test is None else "the threshold and the saved runs decide"
-        evidence = f"{current.name} is a count or a peak, not a timing, so {deciders}{dropped}{runs_text}"
-        beyond_runs = runs_test is None or runs_test.p_value < alpha
-        kind: VerdictKind = "unchanged"
-        if abs(bad_pct) > threshold_pct and beyond_runs:
-            kind = "regression" if bad_pct > 0 else "improvement"
-        return decided(kind, evidence, remedy=_remedy(kind, refresh_command), **more)
     if not test.testable:
         return decided("inconclusive", f"{test.describe(alpha)}{dropped}", **more)
     if len(run_medians) < min_runs:
@@ -158,14 +174,23 @@ def compare_metric(
     if detectable is not None and unit == "fraction":
         detectable *= base_median  # percent of the baseline's fraction -> percentage points
     beyond_runs = runs_test is None or runs_test.p_value < alpha
-    kind = "unchanged"
-    if abs(bad_pct) > threshold_pct and test.p_value < alpha and beyond_runs:
-        kind = "regression" if bad_pct > 0 else "improvement"
     evidence = f"{test.describe(alpha)}{dropped}{runs_text}"
-    if kind == "unchanged" and detectable is None:
+    if abs(bad_pct) > threshold_pct and test.p_value < alpha and beyond_runs:
+        kind: VerdictKind = "regression" if bad_pct > 0 else "improvement"
+        return decided(kind, evidence, remedy=_remedy(kind, refresh_command), detectable_pct=detectable, **more)
+    blocks = block_samples(base, cur)
+    if detectable is None or blocks is None:
         return decided("inconclusive", f"{evidence}; no smallest detectable change can be stated "
                                        "(the block medians are not all positive)", **more)
-    return decided(kind, evidence, remedy=_remedy(kind, refresh_command), detectable_pct=detectable, **more)
+    intervals: list[ChangeInterval] = [within_run_interval(blocks, alpha, base_median)]
+    if runs_test is not None:
+        intervals.append(between_runs_interval(runs_test, alpha, cur_median))
+    evidence += f"; {describe(intervals, threshold_pct, unit, alpha)}"
+    if proven_unchanged(intervals, threshold_pct, unit):
+        return decided("unchanged", evidence, detectable_pct=detectable, **more)
+    advice = settle_advice(intervals, runs_test, threshold_pct, unit, alpha, refresh_command, (len(base), len(cur)))
+    return decided("inconclusive", f"{evidence}; {advice}" if advice else evidence, cause="unsettled",
+                   detectable_pct=detectable, **more)
 
 
 def _remedy(kind: VerdictKind, refresh_command: str) -> str:

@@ -78,9 +78,12 @@ def test_a_run_inside_the_baselines_run_to_run_spread_is_not_a_regression() -> N
     alone = compare_metric(run_with_history(0.0100, [], seed=1), current, 10.0, min_runs=1)
     assert alone is not None and alone.kind == "regression"  # negative control: judged without history, flagged
     noisy = compare_metric(run_with_history(0.0100, NOISY_HISTORY, seed=1), current, 10.0)
-    assert noisy is not None and noisy.kind == "unchanged"
+    assert noisy is not None and noisy.kind != "regression"
     assert noisy.baseline_runs == 5 and noisy.between_runs_p is not None and noisy.between_runs_p >= 0.01
     assert "5 saved runs of the baseline" in noisy.message
+    # nor is it proven unchanged: at a 20 % spread the prediction interval is far wider than the band
+    assert noisy.kind == "inconclusive" and noisy.inconclusive_cause == "unsettled"
+    assert "between runs, wider than the threshold band" in noisy.message
 
 
 def test_a_move_beyond_a_quiet_baselines_spread_is_still_a_regression() -> None:
@@ -94,7 +97,8 @@ def test_a_move_beyond_a_quiet_baselines_spread_is_still_a_regression() -> None:
 def test_improvements_use_the_same_between_run_test() -> None:
     current = MetricResult.of("step_time_s", step_samples(0.0086, 30, seed=9, spread=0.02))
     assert compare_metric(run_with_history(0.0100, QUIET_HISTORY, 1), current, 10.0).kind == "improvement"  # type: ignore[union-attr]
-    assert compare_metric(run_with_history(0.0100, NOISY_HISTORY, 1), current, 10.0).kind == "unchanged"  # type: ignore[union-attr]
+    noisy = compare_metric(run_with_history(0.0100, NOISY_HISTORY, 1), current, 10.0)
+    assert noisy is not None and noisy.kind == "inconclusive" and noisy.inconclusive_cause == "unsettled"
 
 
 def test_without_history_the_message_says_how_to_measure_run_to_run_noise() -> None:
@@ -106,11 +110,12 @@ def test_without_history_the_message_says_how_to_measure_run_to_run_noise() -> N
     assert "save it 2 more times" in verdict.message
 
 
-def test_single_reading_metrics_are_judged_against_the_saved_runs() -> None:
+def test_memory_peaks_are_judged_against_the_saved_runs() -> None:
     base = MetricResult.of("peak_rss_mb", [400.0])
     base.history = [380.0, 430.0, 395.0, 420.0]
     verdict = compare_metric(base, MetricResult.of("peak_rss_mb", [450.0]), 10.0)
-    assert verdict is not None and verdict.kind == "unchanged"  # +12.5 %, but runs differ by that much
-    assert "the threshold and the saved runs decide" in verdict.message
+    assert verdict is not None and verdict.kind == "inconclusive"  # +12.5 %, but runs differ by that much
+    assert verdict.inconclusive_cause == "unsettled" and verdict.between_runs_p is not None
+    assert "a memory peak, judged against the saved runs: between runs p=" in verdict.message
     base.history = [400.0, 401.0, 399.0, 400.0]
     assert compare_metric(base, MetricResult.of("peak_rss_mb", [450.0]), 10.0).kind == "regression"  # type: ignore[union-attr]
