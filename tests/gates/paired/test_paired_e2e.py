@@ -101,7 +101,7 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     ])
     # 8 -> 16 inputs: (16*2 + 2) / (8*2 + 2) floats of gradient, exactly, with no test needed
     run.lines.fnmatch_lines(["*comm_bytes_per_step regressed against REF HEAD (*): 72 B -> 136 B, +88.9 % larger; "
-                             "threshold 50 %; a single-reading figure, compared exactly*"])
+                             "threshold 50 %; an exact count, compared exactly*"])
     run.lines.fnmatch_lines([
         "*= dmlbench gate =*",
         "test_cases.py::test_same: step_time_s unchanged*block pairs *",
@@ -121,6 +121,11 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     saved = {case["nodeid"].split("::")[-1]: case for case in json.loads(results_json.read_text())["cases"]}
     same = {v["metric"]: v for v in saved["test_same"]["verdicts"]}
     assert same["step_time_s"]["kind"] == "unchanged" and "against REF HEAD" in same["step_time_s"]["message"]
+    # one estimate in one message: the printed change, the ratio and its interval (REF's block median moved by
+    # the paired ratio is the working tree's figure, so the table's columns give the printed change too)
+    slowed = {v["metric"]: v for v in saved["test_slowed"]["verdicts"]}["step_time_s"]
+    assert slowed["current_median"] / slowed["baseline_median"] == pytest.approx(slowed["paired"]["estimate"])
+    assert f"x{slowed['paired']['estimate']:.3g} slower" in slowed["message"], slowed["message"]
 
 
 def test_negative_control_the_same_change_passes_under_a_threshold_it_does_not_reach(project: Path) -> None:
