@@ -152,7 +152,7 @@ def _headline_verdict(case: CaseResult) -> Verdict | None:
     return next((v for v in case.verdicts if headline is not None and v.metric == headline.name), None)
 
 
-def test_text(verdict: Verdict | None) -> str:
+def interval_text(verdict: Verdict | None) -> str:
     """What a verdict's test showed, for ``-v``: the paired interval and its pairs, and the smallest change the
     test could detect (empty where no test ran)."""
     if verdict is None:

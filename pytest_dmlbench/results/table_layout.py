@@ -26,11 +26,11 @@ from pytest_dmlbench.results.table import (
     compared,
     headline_metric,
     headline_verdict_cell,
+    interval_text,
     metric_cells,
     ordered_cases,
     oversubscribed,
     reference_column,
-    test_text,
     verdict_cell,
     verdict_counts,
     wrap_nodeid,
@@ -222,7 +222,7 @@ def verbose_lines(results: RunResults, ids: dict[str, str], width: int) -> list[
                 lines += [row[0], _line(row[1:], widths, right, indent)]
             else:
                 lines.append(_line(row, widths, right))
-            test = test_text(by_metric.get(metric))
+            test = interval_text(by_metric.get(metric))
             if test:
                 lines += wrap_text(f"{INDENT}    {test}", width, INDENT + "    ")
         if not block:
