@@ -147,16 +147,16 @@ def test_an_exact_count_is_compared_exactly() -> None:
     assert beyond.kind == "regression", beyond.message
 
 
-def test_a_memory_peak_rise_of_30_percent_fails_and_an_a_a_world_offset_does_not() -> None:
+def test_a_memory_peak_rise_beyond_the_world_offset_fails_on_kept_worlds_and_an_a_a_offset_does_not() -> None:
     metrics = ("step_time_s", "peak_rss_mb")
-    rise = _judge(_steps(0.0, 0.01, 100, memory=(650.0, 500.0)), metrics=metrics)["peak_rss_mb"]
+    rise = _judge(_steps(0.0, 0.01, 100, memory=(700.0, 500.0)), metrics=metrics)["peak_rss_mb"]
     assert rise.kind == "regression", rise.message
     assert "kept worlds" in rise.message
     # A/A, the two sides' worlds 9 % apart (as measured between kept worlds): not a change, and not proven
     # unchanged either, since one pair of worlds cannot tell an offset from a change
     offset = _judge(_steps(0.0, 0.01, 100, memory=(545.0, 500.0)), metrics=metrics)["peak_rss_mb"]
     assert offset.kind == "inconclusive" and offset.cause == "unsettled", offset.message
-    # an A/A offset of 15 % (the recorded nights saw up to 27.1 %) is not called a regression either
+    # an A/A offset of 15 % (the recorded nights saw up to 31.2 %) is not called a regression either
     wide = _judge(_steps(0.0, 0.01, 100, memory=(575.0, 500.0)), metrics=metrics)["peak_rss_mb"]
     assert wide.kind == "inconclusive", wide.message
     # negative control: the plain test over block pairs of one pair of worlds, no offset allowed for, would
@@ -170,12 +170,15 @@ def test_a_memory_peak_rise_of_30_percent_fails_and_an_a_a_world_offset_does_not
     assert is_inside(plain(545.0), 10.0) and judge(plain(575.0), 10.0) == "regression"
 
 
-def test_memory_peaks_over_redrawn_worlds_are_proven_unchanged_or_caught() -> None:
+def test_memory_peaks_over_redrawn_worlds_are_proven_unchanged_or_a_30_percent_rise_caught() -> None:
     metrics = ("step_time_s", "peak_rss_mb")
     same = _judge(_steps(0.0, 0.01, 100, memory=(500.0, 500.0), redraw_every=2, seed=7), metrics=metrics,
                   redraw_every=2)
     assert same["peak_rss_mb"].kind == "unchanged", same["peak_rss_mb"].message
     assert "freshly started worlds" in same["peak_rss_mb"].message
-    rise = _judge(_steps(0.0, 0.01, 100, memory=(600.0, 500.0), redraw_every=2, seed=7), metrics=metrics,
+    rise = _judge(_steps(0.0, 0.01, 100, memory=(650.0, 500.0), redraw_every=2, seed=7), metrics=metrics,
                   redraw_every=2)
     assert rise["peak_rss_mb"].kind == "regression", rise["peak_rss_mb"].message
+    # negative control: the same 30 % rise on kept worlds lies within the largest A/A offset measured (31.2 %)
+    kept = _judge(_steps(0.0, 0.01, 100, memory=(650.0, 500.0)), metrics=metrics)["peak_rss_mb"]
+    assert kept.kind == "inconclusive", kept.message
