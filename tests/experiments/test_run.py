@@ -91,10 +91,10 @@ def test_experiments_run_are_measured_saved_and_judged(tmp_path: Path) -> None:
     for nodeid, case in cases.items():
         assert set(case["metrics"]) >= METRICS, nodeid
         assert case["world_size"] == 2 and case["outcome"] == "passed"
-        # saved once: exact counts (bytes, peak memory) are judged, timed and one-reading figures are
-        # inconclusive and say why (no saved run-to-run noise yet, or too few readings for a test)
+        # saved once: an exact count (bytes) is compared exactly; a memory peak, timed and one-reading figures
+        # are inconclusive and say why (no saved run-to-run noise yet, or too few readings for a test)
         kinds = {v["metric"]: v["kind"] for v in case["verdicts"]}
-        assert kinds["comm_bytes_per_step"] == kinds["peak_rss_mb"] == "unchanged", (nodeid, kinds)
+        assert kinds["comm_bytes_per_step"] == "unchanged" and kinds["peak_rss_mb"] == "inconclusive", (nodeid, kinds)
         assert kinds["epoch_time_s"] == kinds["accuracy"] == "inconclusive", (nodeid, kinds)
         assert all("not tested" in v["message"] for v in case["verdicts"] if v["kind"] == "inconclusive")
 

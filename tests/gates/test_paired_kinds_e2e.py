@@ -247,9 +247,13 @@ def test_what_the_budget_leaves_untested_is_inconclusive_and_fails_only_when_ask
     untestable_only, scoped, failed = untestable_scope_run
     assert scoped["test_noisy"]["time_to_accuracy_s"]["inconclusive_cause"] == "unsettled", scoped["test_noisy"]
     assert "test_noisy" not in failed, untestable_only.output
-    # test_unit's my_time is the one untestable figure; test_noisy's time_to_accuracy_s is unsettled, and its
-    # step_time_s may be too (4 pairs of a 0.001 s budget on a loaded machine), so the unsettled count is 1 or 2
-    untestable_only.lines.re_match_lines([r".*\b[23] inconclusive \(1 untestable, [12] unsettled\).*"])
+    # test_unit's my_time is the one untestable figure; test_noisy's time_to_accuracy_s is unsettled, and so may
+    # be its step time (4 pairs of a 0.001 s budget on a loaded machine) and its memory peak (kept worlds): the
+    # summary counts what the results hold
+    causes = [v["inconclusive_cause"] for case in scoped.values() for v in case.values() if v["kind"] == "inconclusive"]
+    assert causes.count("untestable") == 1 and causes.count("unsettled") >= 1, scoped
+    untestable_only.lines.fnmatch_lines([f"*{len(causes)} inconclusive (1 untestable, {causes.count('unsettled')} "
+                                         "unsettled)*"])
     strict, _, failed = shared_sessions.get("kinds-inconclusive-scope", _inconclusive_scope_run)[0]
     assert strict.returncode == 1 and failed == {"test_noisy"}, strict.output
     strict.lines.fnmatch_lines(["*time_to_accuracy_s inconclusive (tested, not settled) against REF HEAD*"])
