@@ -117,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{recorded_pair_seconds(cases) / 60.0:.1f} min in the recorded runs; unsettled figures: median "
               f"{statistics.median(unsettled):g} ({min(unsettled)}-{max(unsettled)}); settled share of the judged "
               f"figures: median {statistics.median(settled):.1f} % ({min(settled):.1f}-{max(settled):.1f} %)")
-        print(f"  not in these recordings: {', '.join(sorted(SINGLE_READING_METRICS))} (recordings keep the timed "
-              "figures' block medians only; replaying memory peaks and exact counts needs new recordings that keep "
-              "their per-block readings)")
+        recorded_names = {name for case in cases for name in case.figures}
+        lacking = sorted(SINGLE_READING_METRICS - recorded_names)
+        if lacking:
+            print(f"  not in these recordings: {', '.join(lacking)} (recordings made before 0.4.0 keep the timed "
+                  "figures' block medians only; replaying memory peaks and exact counts needs recordings that keep "
+                  "their per-block readings, as paired runs do from 0.4.0 on)")
     for nodeid, count in sorted(red_by_case.items(), key=lambda kv: -kv[1])[:10]:
         print(f"  red in {count} night(s): {nodeid}")
     for pct in (float(v) for v in args.slowdowns.split(",") if v.strip()):
