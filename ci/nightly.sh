@@ -19,10 +19,11 @@
 #   DMLBENCH_THRESHOLD  percent, default 10. 5 catches 10 % slowdowns far more often, but an A/A night at 5 % was
 #                       red on a 12 % offset one night's two worlds had for one case (ci/README.md, night 11);
 #                       DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
-#   DMLBENCH_FUTILITY   off (default): pairs to the cap or budget; on: a case's first stage ends once no unclear
-#                       figure could settle by the cap (--dmlbench-futility). Since a figure is unchanged only when
+#   DMLBENCH_FUTILITY   on (default): a case's first stage ends once no unclear figure could settle by the cap
+#                       (--dmlbench-futility); off: pairs to the cap or budget. Since a figure is unchanged only when
 #                       proven, the stop leaves what it ends unsettled: replayed, it saved 7.8 min of a night's pairs
-#                       and left 80 figures unsettled against 39, catching a 10 % slowdown about half as often.
+#                       and left 80 figures unsettled against 39, catching a 10 % slowdown about half as often; but a
+#                       live night without it took over 60 minutes (ci/README.md, 2026-11-28), so it stays on.
 #   DMLBENCH_RANK_ALLOCATOR  tcmalloc (default): both block servers' ranks preload tcmalloc
 #                       (--dmlbench-rank-allocator), so a large tensor's memory is reused alike in every world;
 #                       with glibc's own a 16 MB all-gather's speed was drawn per world (ci/README.md, night 11).
@@ -60,7 +61,7 @@ python -m pytest_dmlbench env --json > "$report/env.json"
 status=0
 pytest --dmlbench --world-size 4 bench_cases --dmlbench-against "$against" --dmlbench-json "$results" \
   --dmlbench-plots "$report" \
-  --dmlbench-threshold "${DMLBENCH_THRESHOLD:-10}" --dmlbench-futility "${DMLBENCH_FUTILITY:-off}" \
+  --dmlbench-threshold "${DMLBENCH_THRESHOLD:-10}" --dmlbench-futility "${DMLBENCH_FUTILITY:-on}" \
   --dmlbench-rank-allocator "${DMLBENCH_RANK_ALLOCATOR:-tcmalloc}" \
   --junitxml "$junit" -p no:cacheprovider "${extra[@]}" || status=$?
 set +x

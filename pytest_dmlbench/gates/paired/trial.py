@@ -96,8 +96,9 @@ class Trial:
         """The verdicts on the figures tested on block pairs (``timed``) and the derived ones: the first stage,
         the confirmation of what it flagged at the run-level share of alpha. Every pair taken is added to
         ``pairs`` (the single-reading figures are read from them)."""
-        # memory peaks over redrawn worlds settle with more pairs, so the first stage waits for them too
-        peaks = [(n, directed[n].better or "lower") for n in tested_peaks(directed)] if self.redraw_every else []
+        # memory peaks are tested on the stage's pairs (at least the minimum of them, even where no timed figure
+        # keeps the stage going), and over redrawn worlds settle with more pairs, so the first stage waits for them
+        peaks = [(n, directed[n].better or "lower") for n in tested_peaks(directed)]
         first = self._run_stage(item, timed, threshold, source, pairs, begin, judgement, self.alpha, peaks=peaks)
         judgement.stages.append(first.pairs)
         judgement.block_medians.append(first.record())
@@ -152,10 +153,11 @@ class Trial:
         while True:
             active = [t for t in timed if stage.usable(t.name, t.scale)]
             estimates = [stage.estimate(t.name, t.better, t.scale, alpha) for t in active] if stage.pairs else []
-            if stage.pairs:
+            if stage.pairs and self.redraw_every:
                 estimates += [None if (test := peak_test(pairs, name, better, alpha)) is None else test.estimate
                               for name, better in peaks]
-            if stage.pairs and not timed:
+            if stage.pairs and not timed and (not peaks or (stage.pairs >= self.rule.min_pairs
+                                                            and not self.redraw_every)):
                 return stage
             if self.rule.settled_exactly([stage.a[t.name] + stage.b[t.name] for t in timed if t.name in stage.a],
                                          single_block_readings(pairs[len(pairs) - stage.pairs:]), stage.pairs):

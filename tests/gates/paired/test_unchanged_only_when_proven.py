@@ -182,3 +182,12 @@ def test_memory_peaks_over_redrawn_worlds_are_proven_unchanged_or_a_30_percent_r
     # negative control: the same 30 % rise on kept worlds lies within the largest A/A offset measured (31.2 %)
     kept = _judge(_steps(0.0, 0.01, 100, memory=(650.0, 500.0)), metrics=metrics)["peak_rss_mb"]
     assert kept.kind == "inconclusive", kept.message
+
+
+def test_a_case_whose_only_tested_figure_is_a_memory_peak_gets_the_minimum_of_pairs() -> None:
+    """A case that records no timed figure but a memory peak (a validation case's peak_rss_mb) still takes the
+    stage's minimum of pairs and tests the peak; a stage of one pair left it untested, and a nightly under
+    --dmlbench-fail-on-untestable failed five such cases on an A/A night."""
+    pairs = _steps(0.0, 0.01, 100, memory=(500.0, 500.0))
+    verdict = _judge(pairs, metrics=("peak_rss_mb",))["peak_rss_mb"]
+    assert verdict.cause != "untestable" and "over 4 block pairs" in verdict.message, verdict.message
