@@ -33,7 +33,7 @@ def test_the_offset_is_read_either_way_on_the_log_scale(tmp_path: Path, capsys: 
 
 def test_the_gate_allows_for_the_largest_offset_the_kept_recordings_give(capsys: pytest.CaptureFixture[str]) -> None:
     assert memory_world_offset.main([]) == 0
-    assert f"between two sides' worlds: {WORLD_OFFSET_PCT:.1f} % over 1049 readings" in capsys.readouterr().out
+    assert f"between two sides' worlds: {WORLD_OFFSET_PCT:.1f} % over 1198 readings" in capsys.readouterr().out
 
 
 def test_an_unreadable_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
