@@ -9,6 +9,7 @@ verdict; the terminal layout that fits these rows to a width is :mod:`pytest_dml
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -168,7 +169,7 @@ def interval_text(verdict: Verdict | None) -> str:
     if verdict.detectable_pct is not None and verdict.kind != "new":
         unit = "pp" if verdict.paired is not None and verdict.paired.scale == "points" else "%"
         detect = verdict.detectable_pct
-        parts.append(f"detects {detect:.1f} {unit}" if detect == detect and detect != float("inf")
+        parts.append(f"detects {detect:.1f} {unit}" if math.isfinite(detect)
                      else "detects no change (too few readings)")
     return "; ".join(parts)
 

@@ -34,7 +34,7 @@ from pytest_dmlbench.gates.paired.pairs import BlockPair, PairSource
 from pytest_dmlbench.gates.paired.settling import unsettled_text
 from pytest_dmlbench.gates.paired.single_reading import single_block_readings, single_verdicts, tested_peaks
 from pytest_dmlbench.gates.paired.stage import CaseJudgement, Stage, Timed
-from pytest_dmlbench.gates.paired.statistics import PairedEstimate, SequentialRule, is_clear, is_inside, judge
+from pytest_dmlbench.gates.paired.statistics import SequentialRule, is_clear, is_inside, judge
 from pytest_dmlbench.gates.paired.verdict_writer import (
     CHANGED,
     VerdictWriter,
@@ -231,10 +231,11 @@ class Trial:
             if not confirmed:
                 # not confirmed by the independent second stage: unchanged only where both stages' pairs together
                 # prove it at the per-figure level
+                flagged_as = "a regression" if kind == "regression" else "an improvement"
                 kind = "unchanged"
                 both = first.joined(confirm)
                 proof = both.estimate(t.name, t.better, t.scale, self.alpha) or est
-                ended = f"{kind_word(t, first_est, threshold)} in the first stage and not confirmed by the second"
+                ended = f"{flagged_as} in the first stage and not confirmed by the second"
         if kind == "unchanged" and not is_inside(proof, threshold):
             kind = "inconclusive"
             if proof is not est:
@@ -297,8 +298,3 @@ class Trial:
                          for i in found)
         return lines
 
-
-def kind_word(t: Timed, first_est: PairedEstimate | None, threshold: float) -> str:
-    """How the first stage read a figure it flagged (``a regression``, ``an improvement``)."""
-    kind = judge(first_est, threshold) if first_est is not None else "unchanged"
-    return {"regression": "a regression", "improvement": "an improvement"}.get(kind, "flagged")
