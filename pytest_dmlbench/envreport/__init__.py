@@ -16,7 +16,8 @@ def environment_report(*, live: bool = True, timeout_s: float = 60.0) -> dict[st
     results file's. The live check runs first, before anything may initialise CUDA in this process."""
     check = live_check(timeout_s=timeout_s).to_dict() if live else None
     from pytest_dmlbench.baseline.fingerprint import machine_fingerprint, machine_key
-    from pytest_dmlbench.world.backend import cuda_device_count, select_backend
+    from pytest_dmlbench.world.backend import select_backend
+    from pytest_dmlbench.world.cuda_count import cuda_device_count
 
     machine = machine_fingerprint(select_backend("auto", 2, cuda_device_count()).backend)
     return {"machine_key": machine_key(machine), "machine": machine, "live_check": check}

@@ -34,11 +34,3 @@ def device_for(backend: str, rank: int) -> str:
     """Rank r uses ``cuda:r`` under nccl, the CPU under gloo."""
     return f"cuda:{rank}" if backend == "nccl" else "cpu"
 
-
-def cuda_device_count() -> int:
-    """Visible CUDA devices, counted through NVML so that CUDA is not initialised (forking stays safe)."""
-    import torch
-
-    if not torch.backends.cuda.is_built():  # type: ignore[no-untyped-call]
-        return 0
-    return int(torch.cuda.device_count())

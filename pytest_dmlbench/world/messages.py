@@ -33,9 +33,11 @@ class SpawnWorld:
 
 @dataclass(frozen=True)
 class ZygoteReady:
-    """Zygote -> parent: torch is loaded; how many CUDA devices NVML sees (counted without initialising CUDA)."""
+    """Zygote -> parent: torch is loaded; how many CUDA devices the ranks see (counted in a child process, so
+    that the zygote never initialises CUDA), or why they could not be counted."""
 
     cuda_devices: int
+    count_problem: str = ""
 
 
 @dataclass(frozen=True)

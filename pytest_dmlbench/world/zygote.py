@@ -1,8 +1,9 @@
 """The zygote: a single-threaded copy of the pytest process, forked right after collection.
 
 It holds every collected case (so ranks need no re-import and keep pytest's assertion rewriting), never
-runs torch compute or initialises CUDA, and forks rank processes on request. It reaps them and reports
-each exit status, since only a process's parent can learn how it ended.
+runs torch compute or initialises CUDA (it counts devices in a child of its own: ``world.cuda_count``), and
+forks rank processes on request. It reaps them and reports each exit status, since only a process's parent
+can learn how it ended.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class ZygoteHandle:
         self.pid = pid
         self.exits: dict[int, int] = {}
         self._cuda_devices: int | None = None
+        self._count_problem = ""
 
     @classmethod
     def start(cls, registry: CaseRegistry, log_path: str) -> ZygoteHandle:
@@ -77,6 +79,8 @@ class ZygoteHandle:
             if remaining <= 0:
                 raise WorldError(f"the zygote process (pid {self.pid}) did not load torch within {timeout_s:.0f} s")
             self._receive(remaining)
+        if self._count_problem:
+            raise WorldError(self._count_problem)
         return self._cuda_devices
 
     def exit_status(self, pid: int, timeout_s: float) -> int | None:
@@ -100,6 +104,7 @@ class ZygoteHandle:
             self.exits[message.pid] = message.status
         elif isinstance(message, ZygoteReady):
             self._cuda_devices = message.cuda_devices
+            self._count_problem = message.count_problem
         return message
 
     def close(self) -> None:
@@ -134,13 +139,16 @@ def _zygote_main(sock: socket.socket, registry: CaseRegistry, parent_pid: int, l
     import torch.distributed  # noqa: F401 - loaded once here so that every rank starts with it
 
     import pytest_dmlbench.measure.bench  # noqa: F401 - what every rank's first case would otherwise import
-    from pytest_dmlbench.world.backend import cuda_device_count
+    from pytest_dmlbench.world.cuda_count import cuda_device_count
     from pytest_dmlbench.world.execute import warm_up
     from pytest_dmlbench.world.rank import rank_main
 
     warm_up()
 
-    _send(sock, ZygoteReady(cuda_device_count()))
+    try:
+        _send(sock, ZygoteReady(cuda_device_count()))
+    except WorldError as exc:
+        _send(sock, ZygoteReady(0, str(exc)))
 
     children: set[int] = set()
     my_pid = os.getpid()
