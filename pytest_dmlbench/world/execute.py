@@ -11,7 +11,8 @@ import sys
 import time
 import traceback
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from pytest_dmlbench.world import adopt_group
 from pytest_dmlbench.world.groups import GroupWatch
 from pytest_dmlbench.world.guard import StateSnapshot, Unrestorable, snapshot
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Status
+from pytest_dmlbench.world.rank_warnings import Filter, RankWarning, recorded
 from pytest_dmlbench.world.registry import CaseEntry
 
 
@@ -105,19 +107,22 @@ def execute_case(
     measure_memory: bool,
     clean_state: StateSnapshot | None = None,
     block: BlockBudget | None = None,
+    warning_filters: tuple[Filter, ...] | None = None,
 ) -> RankOutcome:
     """Seed, build the arguments (given the rank's ``dmlbench`` object), run the body, report; then put
     the guarded state back and report on the default group (see ``guard`` and ``groups``).
 
     ``clean_state`` is the state to restore; by default the state just before the body. A rank that runs
     nothing but cases passes the one snapshot it took at start: after each restore the state equals it.
+    ``warning_filters`` (a process of its own only): the body runs under them and the outcome carries the
+    warnings they show (``rank_warnings``).
     """
     adopt_group.install()  # no-op once installed; before the snapshot, so the guard keeps it
     state = clean_state if clean_state is not None else snapshot()
     groups = GroupWatch.start()
-    with adopt_group.adopting(dist):  # init/destroy_process_group in the body adopt and keep the world's group
+    with adopt_group.adopting(dist), _warnings_of(warning_filters) as caught:  # init/destroy adopt the world's group
         outcome = _run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory, block=block)
-    outcome = replace(outcome, **after_case(state, groups))
+    outcome = replace(outcome, warnings=tuple(caught), **after_case(state, groups))
     # hand the case's freed heap back now, not at the next case's start: a world waits idle while others run
     # (the paired gate keeps three: the session's and two block servers'), and held 1-2 GB a rank after ResNet-50
     release_freed_memory()
@@ -173,6 +178,15 @@ def _run_body(
     )
 
 
+@contextmanager
+def _warnings_of(filters: tuple[Filter, ...] | None) -> Iterator[list[RankWarning]]:
+    if filters is None:
+        yield []
+        return
+    with recorded(filters) as caught:
+        yield caught
+
+
 def after_case(state: StateSnapshot, groups: GroupWatch) -> dict[str, Any]:
     """Restore the state, destroy the case's sub-groups; the outcome fields that say how the world is."""
     reasons = []
@@ -183,4 +197,4 @@ def after_case(state: StateSnapshot, groups: GroupWatch) -> dict[str, Any]:
     report = groups.finish()
     if report.rebuild:
         reasons.append(report.rebuild)
-    return {"collectives": report.collectives, "rebuild": "; ".join(reasons)}
+    return {"collectives": report.collectives, "rebuild": "; ".join(reasons), "group_touched": report.touched}

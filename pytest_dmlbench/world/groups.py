@@ -84,11 +84,13 @@ def install_p2p_accounting() -> None:
 
 @dataclass(frozen=True)
 class GroupReport:
-    """The default group after a case: collectives the case issued on it (None when unknown) and, when
-    the group was destroyed or replaced, why the world has to be rebuilt."""
+    """The default group after a case: collectives the case issued on it (None when unknown), whether any
+    operation advanced its sequence number (True when unknown) and, when the group was destroyed or
+    replaced, why the world has to be rebuilt."""
 
     collectives: int | None
     rebuild: str = ""
+    touched: bool = True
 
 
 @dataclass
@@ -114,15 +116,16 @@ class GroupWatch:
         if not td.is_initialized():
             return GroupReport(None, "the case destroyed the default process group")
         default = td.distributed_c10d._get_default_group()
-        for group in _groups():
-            if id(group) not in self.existing and group is not default:
-                td.destroy_process_group(group)
+        created = [group for group in _groups() if id(group) not in self.existing and group is not default]
+        for group in created:
+            td.destroy_process_group(group)
         if default is not self.default:
             return GroupReport(None, "the case replaced the default process group")
         after = default_sequence()
         if after is None or self.sequence is None:
             return GroupReport(None)
-        return GroupReport(after - self.sequence - (p2p_advance() - self.p2p))
+        return GroupReport(after - self.sequence - (p2p_advance() - self.p2p),
+                           touched=after != self.sequence or bool(created))
 
 
 def _groups() -> list[Any]:

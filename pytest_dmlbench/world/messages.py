@@ -8,6 +8,11 @@ from typing import Any, Literal
 from pytest_dmlbench.measure.memory import PeakMemory
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.results import MetricResult
+from pytest_dmlbench.world.rank_warnings import Filter, RankWarning
+
+# A kept world serves cases of any timeout; its group's own timeout (int32 milliseconds in places) stays
+# far beyond them. A case timeout longer than this is cut short by the backend's.
+GROUP_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,9 @@ class WorldSpec:
     threads: int
     init_timeout_s: float
     pin_cores: bool = False  # each rank on one core of those the zygote may use (world/pinning.py)
+    # the group's own operation timeout (gloo's receive timeout, NCCL's watchdog): beyond any case's timeout,
+    # so that a hang is reported by the parent at the case's timeout, with every rank's stack
+    group_timeout_s: float = GROUP_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,7 @@ class CaseRequest:
     pickled_args: bytes
     measure_memory: bool
     block: BlockBudget | None = None  # a block of the paired gate replaces the case's own round counts
+    warning_filters: tuple[Filter, ...] | None = None  # the item's warning filters, applied around the body
 
 
 Status = Literal["passed", "failed", "skipped", "xfailed", "not_judged"]
@@ -106,6 +115,11 @@ class RankOutcome:
     rebuild: str = ""
     # where the body's time went (``BlockProfile.to_dict``), for a block run with ``profile`` set
     profile: dict[str, Any] | None = None
+    # the warnings the body raised that the item's filters show, for pytest's warnings summary
+    warnings: tuple[RankWarning, ...] = ()
+    # whether the case advanced the default group's sequence number (collective or point-to-point); a world
+    # whose ranks failed without touching their group is kept
+    group_touched: bool = True
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ class CaseOutcome:
     timed_out: bool = False
     world_broken: bool = False
     timeout_s: float = 0.0
+    grace_s: float = 0.0  # how long the others had to report once a rank failed, died or skipped
     unmatched: str = ""  # the ranks issued different numbers of collectives (see world.agreement)
     rebuilt_because: str = ""  # the case destroyed/replaced the default group or left unrestorable state
 

@@ -90,7 +90,7 @@ class RankProcess:
             store=store,
             rank=self.rank,
             world_size=self.spec.world_size,
-            timeout=timedelta(seconds=self.spec.init_timeout_s),
+            timeout=timedelta(seconds=self.spec.group_timeout_s),
         )
         self.master_store, port = serve_master_store(store, self.rank, self.spec.world_size,
                                                      timedelta(seconds=self.spec.init_timeout_s))
@@ -151,7 +151,8 @@ class RankProcess:
 
         return execute_case(message.case_id, self.dist, entry.func if entry else _missing, arguments,
                             seed=message.seed, measure_memory=message.measure_memory,
-                            clean_state=self.clean_state, block=message.block)
+                            clean_state=self.clean_state, block=message.block,
+                            warning_filters=message.warning_filters)
 
 
 def _missing() -> None:

@@ -74,7 +74,7 @@ class RankActor:
             self.store = td.TCPStore(host, port, self.spec.world_size, is_master=False,  # type: ignore[attr-defined,unused-ignore]
                                      timeout=timedelta(seconds=self.spec.init_timeout_s))
         td.init_process_group(self.spec.backend, store=self.store, rank=self.rank, world_size=self.spec.world_size,
-                              timeout=timedelta(seconds=self.spec.init_timeout_s))
+                              timeout=timedelta(seconds=self.spec.group_timeout_s))
         place = (RankPlace.from_nodes(self.rank, nodes) if nodes
                  else RankPlace.single_node(self.rank, self.spec.world_size))
         os.environ.update(torchrun_variables(place, host, port, run_id(self.spec.world_id)))

@@ -25,6 +25,8 @@ STACK_DUMP_WAIT_S = 0.5
 class World(CaseDispatch):
     """Rank processes of one (backend, world size), kept for many cases."""
 
+    forwards_warnings = True
+
     def __init__(self, spec: WorldSpec, zygote: ZygoteHandle) -> None:
         self.spec = spec
         self.zygote = zygote

@@ -100,7 +100,8 @@ def test_raise_reports_the_rank_traceback_and_the_waiting_peers(zoo: Outcome) ->
         "[[]rank 2[]] failed:",
         "*raise ValueError(\"bad shard on rank 2\")",
         "ValueError: bad shard on rank 2",
-        "[[]ranks 0, 1, 3[]] still waiting (most likely in a collective) after rank 2 failed; their stack*",
+        "[[]ranks 0, 1, 3[]] did not finish within 1 s after rank 2 failed; each waits in all_reduce "
+        "(test_zoo.py:10 in test_raises_while_others_wait); their stack*",
         "*in all_reduce",
         "*test_zoo.py\", line 10 in test_raises_while_others_wait",
         "the world was torn down and will be restarted for the next case",
@@ -113,12 +114,17 @@ def test_raise_reports_the_rank_traceback_and_the_waiting_peers(zoo: Outcome) ->
 def test_hang_reports_every_rank_stack_at_the_timeout(zoo: Outcome) -> None:
     lines = pytest.LineMatcher(section(zoo, "test_hangs").splitlines())
     lines.fnmatch_lines([
-        "distributed case timed out after 2 s on 4 rank(s) (gloo); rank(s) 0, 1, 2, 3 still running.*",
-        "[[]ranks 0, 2, 3[]] still running at the 2 s timeout; their stack*",
+        "distributed case timed out after 2 s on 4 rank(s) (gloo): rank(s) 1 held it up, outside any collective, "
+        "while rank(s) 0, 2, 3 wait in one; look at what rank(s) 1 do instead.",
+        "  ranks 0, 2, 3: in barrier (test_zoo.py:20 in test_hangs)",
+        "  rank 1: outside any collective, at test_zoo.py:19 in test_hangs",
+        "[[]rank 1[]] still running at the 2 s timeout; it is outside any collective, at test_zoo.py:19 in "
+        "test_hangs; its stack:",
+        "*test_zoo.py\", line 19 in test_hangs",
+        "[[]ranks 0, 2, 3[]] still running at the 2 s timeout; each waits in barrier (test_zoo.py:20 in test_hangs); "
+        "their stack*",
         "*in barrier",
         "*test_zoo.py\", line 20 in test_hangs",
-        "[[]rank 1[]] still running at the 2 s timeout; its stack:",
-        "*test_zoo.py\", line 19 in test_hangs",
     ])
 
 
