@@ -40,6 +40,7 @@ class CaseFacts:
     backend: str
     threshold_pct: float | None
     scaling: Scaling | None = None
+    cpu_threshold_pct: float | None = None  # the marker's cpu_threshold= (None: the run's)
 
 
 class LocalMetrics:
@@ -85,6 +86,7 @@ class CaseResultBuilder:
     def _new(facts: CaseFacts, metrics: Mapping[str, MetricResult], notes: list[str]) -> CaseResult:
         return CaseResult(nodeid=facts.nodeid, params=dict(facts.params), world_size=facts.world_size,
                           backend=facts.backend, metrics=dict(metrics), threshold_pct=facts.threshold_pct,
+                          cpu_threshold_pct=facts.cpu_threshold_pct,
                           extra={"notes": notes} if notes else {})
 
     def _add_scaling(self, facts: CaseFacts, case: CaseResult) -> None:

@@ -30,6 +30,10 @@ DEFAULT_FUTILITY = "off"  # the paired gate's futility stop (gates/paired/statis
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
+# CPU time per step is recorded beside wall time and judged only at a threshold of its own, given with
+# --dmlbench-cpu-threshold (ini dmlbench_cpu_threshold) or the marker's cpu_threshold=: off by default until its
+# noise on the shipped cases is measured from recorded nights (docs/explanation/statistics.md).
+DEFAULT_CPU_THRESHOLD_PCT: float | None = None
 DEFAULT_PAIR_BUDGET_S = 60.0
 DEFAULT_RUN_ALPHA = 0.01  # the paired gate's chance of a red run on unchanged code (gates/run_level.py)
 DEFAULT_BLOCK_SECONDS = 0.2  # paired gate: measured time one block aims at (short: a pair's blocks close in time)
@@ -209,6 +213,7 @@ class DmlbenchConfig:
     mmap_threshold: int = DEFAULT_MMAP_THRESHOLD  # paired gate: the block servers' fixed mmap threshold (0: dynamic)
     rank_allocator: str = DEFAULT_RANK_ALLOCATOR  # paired gate: the allocator the block servers' ranks preload
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
+    cpu_threshold_pct: float | None = DEFAULT_CPU_THRESHOLD_PCT  # CPU time per step's threshold (None: not judged)
 
 
 @dataclass(frozen=True)
@@ -221,12 +226,14 @@ class CaseSettings:
     threshold_pct: float | None
     scaling: bool
     isolation: str = "persistent"
+    cpu_threshold_pct: float | None = None  # the marker's cpu_threshold= (None: the run's)
     pair_budget_s: float | None = None  # paired gate: this case's seconds of block pairs (None: the run's)
     launcher: str = "fork"  # the marker's launcher="simulated" runs this case on simulated ranks
 
 
 SCALING_ARG = "dmlbench_world_size"  # the parameter ``scaling=True`` adds (ids ws1, ws2, ...)
-MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "scaling", "isolation", "pair_budget", "launcher")
+MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "cpu_threshold", "scaling", "isolation", "pair_budget",
+               "launcher")
 
 
 def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where: str) -> CaseSettings:
@@ -240,6 +247,7 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
     backend = marker_kwargs.get("backend")
     timeout = marker_kwargs.get("timeout")
     threshold = marker_kwargs.get("threshold")
+    cpu_threshold = marker_kwargs.get("cpu_threshold")
     isolation = marker_kwargs.get("isolation")
     budget = marker_kwargs.get("pair_budget")
     launcher = marker_kwargs.get("launcher")
@@ -252,6 +260,7 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
         isolation=defaults.isolation if isolation is None else parse_isolation(isolation, f"{where}: isolation="),
         pair_budget_s=None if budget is None else parse_positive_seconds(budget, f"{where}: pair_budget="),
         launcher=defaults.launcher if launcher is None else parse_launcher(launcher, f"{where}: launcher="),
+        cpu_threshold_pct=None if cpu_threshold is None else parse_threshold(cpu_threshold, f"{where}: cpu_threshold="),
     )
 
 
@@ -297,6 +306,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     backend = _value(config, "dmlbench_backend")
     timeout = _value(config, "dmlbench_timeout")
     threshold = _value(config, "dmlbench_threshold")
+    cpu_threshold = _value(config, "dmlbench_cpu_threshold")
     baseline_dir = _value(config, "dmlbench_baseline_dir")
     json_path = _value(config, "dmlbench_json")
     plots_dir = _value(config, "dmlbench_plots")
@@ -338,6 +348,8 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         backend="auto" if backend is None else parse_backend(backend),
         timeout_s=DEFAULT_TIMEOUT_S if timeout is None else parse_positive_seconds(timeout),
         threshold_pct=DEFAULT_THRESHOLD_PCT if threshold is None else parse_threshold(threshold),
+        cpu_threshold_pct=(DEFAULT_CPU_THRESHOLD_PCT if cpu_threshold is None
+                           else parse_threshold(cpu_threshold, "--dmlbench-cpu-threshold")),
         save=bool(_value(config, "dmlbench_save")),
         compare=not bool(_value(config, "dmlbench_no_compare")) and against is None and not smoke,
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",

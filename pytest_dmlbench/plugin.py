@@ -25,6 +25,7 @@ from pytest_dmlbench.config import (
     DEFAULT_BLOCK_SECONDS,
     DEFAULT_BLOCK_WARMUP,
     DEFAULT_CANARY,
+    DEFAULT_CPU_THRESHOLD_PCT,
     DEFAULT_FUTILITY,
     DEFAULT_MMAP_THRESHOLD,
     DEFAULT_PAIR_BUDGET_S,
@@ -79,7 +80,8 @@ GATE_MARKER_DOC = (
     "for a test that records figures in the pytest process with dmlbench_metrics"
 )
 MARKER_DOC = (
-    "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, scaling=False, isolation=None, "
+    "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, cpu_threshold=None, scaling=False, "
+    "isolation=None, "
     "pair_budget=None, launcher=None): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
 )
@@ -98,6 +100,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-plots", "dmlbench_plots", {"metavar": "DIR"}, "write this run's plots and report.html into DIR"),
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
+    ("--dmlbench-cpu-threshold", "dmlbench_cpu_threshold", {"metavar": "PCT"},
+     "judge CPU time per step (the quiet figure recorded beside wall time) at this threshold in percent; "
+     f"not judged unless given (default {DEFAULT_CPU_THRESHOLD_PCT})"),
     ("--dmlbench-launcher", "dmlbench_launcher", {"metavar": "{fork,ray,simulated}"},
      "fork: rank processes forked from the pytest process (default); ray: ranks are Ray actors on a local "
      "Ray instance, or on the cluster at RAY_ADDRESS; simulated: ranks are threads of the pytest process "
@@ -402,7 +407,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[BACKEND_KEY] = choice.backend
 
 
-def _facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: float | None) -> CaseFacts:
+def _facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: float | None,
+           cpu_threshold_pct: float | None = None) -> CaseFacts:
     from pytest_dmlbench.case_results import Scaling, params_of
 
     params = callspec_params(item)
@@ -412,7 +418,7 @@ def _facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: 
         scaling = Scaling(f"{item.path}::{item.originalname}{others}", int(params[SCALING_ARG]))
     described = getattr(item, "dmlbench_params", None)  # experiment items describe themselves
     return CaseFacts(item.nodeid, params_of(params if described is None else described), world_size, backend,
-                     threshold_pct, scaling)
+                     threshold_pct, scaling, cpu_threshold_pct)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -445,7 +451,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             "before the next case. Leave the default process group in place, or mark the case "
             "isolation=\"fresh\"."))
     if run.passed:
-        facts = _facts(pyfuncitem, settings.world_size, backend, settings.threshold_pct)
+        facts = _facts(pyfuncitem, settings.world_size, backend, settings.threshold_pct, settings.cpu_threshold_pct)
         result = pyfuncitem.config.stash[BUILDER_KEY].from_ranks(facts, [r.outcome for r in run.ranks])
         if result is not None:
             if settings.isolation != pyfuncitem.config.stash[CONFIG_KEY].isolation:  # the marker's own

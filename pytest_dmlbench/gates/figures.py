@@ -12,3 +12,7 @@ MEMORY_PEAK_METRICS = frozenset({"peak_rss_mb", "peak_cuda_mb"})
 
 # Counts and peaks rather than timings: one reading per block rather than one per round.
 SINGLE_READING_METRICS = EXACT_COUNT_METRICS | MEMORY_PEAK_METRICS
+
+# CPU time per step: a timed figure judged on block pairs like wall time, at a threshold of its own
+# (gates/thresholds.py): it is the quiet one, and it does not see waiting.
+CPU_TIME_METRICS = frozenset({"cpu_time_s"})

@@ -86,6 +86,7 @@ class RankBench:
         timed = time_callable(fn, args, kwargs, plan=self._plan(rounds, warmup, min_time_s),
                               iterations=iterations, device=self.dist.device)
         self.metrics.update(timed.metrics())
+        self.notes.extend(n for n in timed.notes if n not in self.notes)
         if samples_per_call is not None:
             self.metrics["throughput_samples_per_s"] = MetricResult.of(
                 "throughput_samples_per_s", [samples_per_call / t if t > 0 else float("nan") for t in timed.samples]

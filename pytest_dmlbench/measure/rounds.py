@@ -7,7 +7,8 @@ One small ``all_reduce(MAX)`` on a float64 vector per round does three jobs at o
    ranks 0.0, so MAX yields rank 0's flag): round counts are agreed, no collective is left unmatched,
    even under an adaptive stopping rule;
 3. it carries the values every rank measured in the previous round, so each round's result is the max
-   over ranks, identical on all ranks.
+   over ranks, identical on all ranks; a value to be summed over ranks (CPU time) travels in a slot per
+   rank, so the max hands every rank every rank's value.
 
 A loop of R rounds (warm-up included) issues R + 1 of these. They go to the uninstrumented
 ``all_reduce``, so collective instrumentation never counts them. Without an initialised process group, or
@@ -141,19 +142,25 @@ def run_rounds(
     plan: RoundPlan,
     width: int,
     sync: RankSync | None = None,
+    summed: int = 0,
 ) -> list[list[float]]:
     """Run ``body`` in rank-agreed rounds and return, per measured round, the max over ranks of the
-    ``width`` values it returned (identical on every rank). The first value drives the adaptive rule."""
+    ``width`` values it returned (identical on every rank), except the last ``summed`` of them, which are
+    summed over ranks (each rank sends its value in a slot of its own, so the same MAX exchange yields every
+    rank's value). The first value drives the adaptive rule."""
+    if not 0 <= summed <= width:
+        raise ValueError(f"summed must be between 0 and width ({width}), got {summed}")
     sync = sync if sync is not None else RankSync()
     rows: list[list[float]] = []
     measured_local: list[float] = []
     pending = [0.0] * width
     rounds_run = 0
+    maxed_width = width - summed
     while True:
         flag = 1.0 if plan.wants_more(rounds_run, measured_local) else 0.0
-        go, maxed = sync.exchange(flag, pending)
+        go, exchanged = sync.exchange(flag, [*pending[:maxed_width], *_own_slots(pending[maxed_width:], sync)])
         if rounds_run > plan.warmup:
-            rows.append(maxed)
+            rows.append([*exchanged[:maxed_width], *_slot_sums(exchanged[maxed_width:], summed)])
         if not go:
             return rows
         pending = [float(v) for v in body()]
@@ -162,3 +169,19 @@ def run_rounds(
         rounds_run += 1
         if rounds_run > plan.warmup:
             measured_local.append(pending[0])
+
+
+def _own_slots(values: Sequence[float], sync: RankSync) -> list[float]:
+    """``values`` laid out one block of ``world_size`` slots each, this rank's value in its own slot."""
+    slots = [0.0] * (len(values) * sync.world_size)
+    for i, value in enumerate(values):
+        slots[i * sync.world_size + sync.rank] = value
+    return slots
+
+
+def _slot_sums(slots: Sequence[float], count: int) -> list[float]:
+    """The sum of each of ``count`` equal blocks of ``slots``: every rank's value of one summed figure."""
+    if count == 0:
+        return []
+    size = len(slots) // count
+    return [math.fsum(slots[i * size:(i + 1) * size]) for i in range(count)]

@@ -2,7 +2,9 @@
 
 Both forms run rank-agreed rounds (:mod:`pytest_dmlbench.measure.rounds`): each round starts at a barrier,
 is timed on every rank with :func:`~pytest_dmlbench.measure.clock.now`, and its sample is the max over
-ranks, so the returned samples are identical on every rank. Only the callable (and, on CUDA, a device
+ranks, so the returned samples are identical on every rank. Beside that wall time each round reads the CPU
+time the ranks spent on the step (:func:`~pytest_dmlbench.measure.clock.cpu_now`, summed over ranks:
+:mod:`pytest_dmlbench.measure.cpu_time`). Only the callable (and, on CUDA, a device
 synchronisation) lies between the two clock readings of a round; the barrier and the exchange of results
 happen outside the timed span.
 """
@@ -16,6 +18,7 @@ from typing import Any, Protocol
 
 from pytest_dmlbench.measure.clock import now
 from pytest_dmlbench.measure.comm import CommCounter, instrument_collectives
+from pytest_dmlbench.measure.cpu_time import CpuReader
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
 from pytest_dmlbench.results import MetricResult
 from pytest_dmlbench.results.stats import median
@@ -35,14 +38,20 @@ def _synchronizer(device: Any) -> Callable[[], None] | None:
 
 @dataclass
 class TimedCall:
-    """Per-round step times (max over ranks, identical on all ranks) and the callable's last result."""
+    """Per-round step times (max over ranks, identical on all ranks), the ranks' CPU time per step (summed
+    over ranks; empty where it cannot be read) and the callable's last result."""
 
     samples: list[float]
     result: Any
     iterations: int
+    cpu_samples: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def metrics(self) -> dict[str, MetricResult]:
-        return {"step_time_s": MetricResult.of("step_time_s", self.samples)}
+        metrics = {"step_time_s": MetricResult.of("step_time_s", self.samples)}
+        if self.cpu_samples:
+            metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", self.cpu_samples)
+        return metrics
 
 
 def time_callable(
@@ -66,17 +75,20 @@ def time_callable(
     kwargs = dict(kwargs or {})
     sync_device = _synchronizer(device)
     last: list[Any] = [None]
+    cpu = CpuReader.for_rank()
 
-    def body() -> tuple[float]:
-        start = now()
+    def body() -> tuple[float, float]:
+        start, cpu_start = now(), cpu.read()
         for _ in range(iterations):
             last[0] = fn(*args, **kwargs)
         if sync_device is not None:
             sync_device()
-        return ((now() - start) / iterations,)
+        return (now() - start) / iterations, (cpu.read() - cpu_start) / iterations
 
-    rows = run_rounds(body, plan, width=1, sync=RankSync(group))
-    return TimedCall(samples=[row[0] for row in rows], result=last[0], iterations=iterations)
+    rows = run_rounds(body, plan, width=2, sync=RankSync(group), summed=1)
+    return TimedCall(samples=[row[0] for row in rows], result=last[0], iterations=iterations,
+                     cpu_samples=[row[1] for row in rows] if cpu.readable else [],
+                     notes=[cpu.missing] if cpu.missing else [])
 
 
 class Steppable(Protocol):
@@ -146,7 +158,8 @@ def benchmark_training(
 
     With a ``twin`` (the same step without communication, e.g. DDP with ``noop_hook``), every round is a
     pair: the step and the twin on the same batch, each started at a barrier, the order alternating from
-    round to round so that drift and order effects cancel. Metrics: ``step_time_s``,
+    round to round so that drift and order effects cancel. Metrics: ``step_time_s``, ``cpu_time_s`` (the
+    ranks' CPU time on the step, summed over ranks),
     ``throughput_samples_per_s`` (``global_batch_size`` / step time), ``comm_busy_fraction`` and
     ``comm_bytes_per_step`` (instrumented collectives; max over ranks; left out, with a note, for DDP
     without a Python communication hook, whose traffic is invisible), and with a twin ``exposed_comm_fraction`` and
@@ -166,32 +179,33 @@ def benchmark_training(
     counter = CommCounter()
     losses: list[float] = []
     pair_index = itertools.count()
+    cpu = CpuReader.for_rank()
 
-    def timed(fn: StepFn, inputs: Any, targets: Any) -> tuple[float, float]:
-        start = now()
+    def timed(fn: StepFn, inputs: Any, targets: Any) -> tuple[float, float, float]:
+        start, cpu_start = now(), cpu.read()
         loss = fn(inputs, targets, loss_fn)
         if sync_device is not None:
             sync_device()
-        return now() - start, float(loss)
+        return now() - start, cpu.read() - cpu_start, float(loss)
 
-    def body() -> tuple[float, float, float, float]:
+    def body() -> tuple[float, float, float, float, float]:
         inputs, targets = next(cycle)
         twin_first = twin_step is not None and next(pair_index) % 2 == 1
         twin_time = 0.0
         if twin_first and twin_step is not None:
-            twin_time, _ = timed(twin_step, inputs, targets)
+            twin_time, _, _ = timed(twin_step, inputs, targets)
             sync.barrier()
         counter.reset()
-        step_time, loss = timed(step, inputs, targets)
+        step_time, step_cpu, loss = timed(step, inputs, targets)
         busy, nbytes = counter.busy_s, counter.bytes
         if not twin_first and twin_step is not None:
             sync.barrier()
-            twin_time, _ = timed(twin_step, inputs, targets)
+            twin_time, _, _ = timed(twin_step, inputs, targets)
         losses.append(loss)
-        return step_time, twin_time, busy / step_time if step_time > 0 else 0.0, float(nbytes)
+        return step_time, twin_time, busy / step_time if step_time > 0 else 0.0, float(nbytes), step_cpu
 
     with instrument_collectives(counter):
-        rows = run_rounds(body, plan, width=4, sync=sync)
+        rows = run_rounds(body, plan, width=5, sync=sync, summed=1)
     step_times = [r[0] for r in rows]
     twin_times = [r[1] for r in rows]
 
@@ -202,6 +216,10 @@ def benchmark_training(
         ),
     }
     notes: list[str] = []
+    if cpu.readable:
+        metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", [r[4] for r in rows])
+    elif cpu.missing:
+        notes.append(cpu.missing)
     unseen = unseen_communication(strategy) if sync.world_size > 1 else None
     if unseen is None:
         metrics["comm_busy_fraction"] = MetricResult.of("comm_busy_fraction", [r[2] for r in rows])

@@ -61,6 +61,9 @@ METRICS: dict[str, MetricSpec] = {
     spec.name: spec
     for spec in (
         MetricSpec("step_time_s", "s", "lower", "wall time of one step, max over ranks, per round"),
+        MetricSpec("cpu_time_s", "s", "lower",
+                   "CPU time the ranks spend on one step (computing thread, or whole process with an intra-op "
+                   "pool), summed over ranks, per round; waiting is not counted"),
         MetricSpec("throughput_samples_per_s", "samples/s", "higher", "global samples processed / step time"),
         MetricSpec("exposed_comm_fraction", "fraction", "lower", "1 - T(no-comm twin) / T(step), medians"),
         MetricSpec("comm_busy_fraction", "fraction", "lower", "time inside collectives / step time"),
@@ -295,6 +298,7 @@ class CaseResult:
     verdicts: list[Verdict] = field(default_factory=list)
     threshold_pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    cpu_threshold_pct: float | None = None  # the case's own threshold for CPU time (None: the run's)
 
     def add(self, metric: MetricResult) -> None:
         self.metrics[metric.name] = metric
@@ -307,6 +311,7 @@ class CaseResult:
             "backend": self.backend,
             "outcome": self.outcome,
             "threshold_pct": self.threshold_pct,
+            **({"cpu_threshold_pct": self.cpu_threshold_pct} if self.cpu_threshold_pct is not None else {}),
             "metrics": {name: m.to_dict() for name, m in self.metrics.items()},
             "verdicts": [v.to_dict() for v in self.verdicts],
             "extra": self.extra,
@@ -324,6 +329,7 @@ class CaseResult:
             verdicts=[Verdict.from_dict(v) for v in data.get("verdicts", [])],
             threshold_pct=data.get("threshold_pct"),
             extra=dict(data.get("extra", {})),
+            cpu_threshold_pct=data.get("cpu_threshold_pct"),
         )
 
 

@@ -49,6 +49,7 @@ from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter
 from pytest_dmlbench.gates.paired.worktree import Worktree
 from pytest_dmlbench.gates.profile_diff import grown, growth_text
 from pytest_dmlbench.gates.run_level import RunLevelRule
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.measure.op_profile import BlockProfile
 from pytest_dmlbench.results import CaseResult, MetricResult, Verdict
 from pytest_dmlbench.results.stats import median
@@ -187,7 +188,9 @@ class PairedGate:
 
     def _judge(self, item: JudgedItem, case: CaseResult, judgement: CaseJudgement, begin: float) -> None:
         threshold = self.settings.threshold_pct if case.threshold_pct is None else case.threshold_pct
-        directed = {n: m for n, m in case.metrics.items() if m.better is not None}
+        thresholds = Thresholds(threshold, self.settings.cpu_threshold_pct if case.cpu_threshold_pct is None
+                                else case.cpu_threshold_pct)
+        directed = {n: m for n, m in case.metrics.items() if m.better is not None and thresholds.judges(n)}
         if item.in_process and not self.servers.ref.offers("in_process_blocks"):
             judgement.notes.append("in-process figures: REF cannot re-measure them")
             version = self.servers.ref.plugin_version
@@ -208,7 +211,7 @@ class PairedGate:
             judgement.notes.append(self.kept_worlds_note)
         # the warm-ups, discarded, tell which figures B records (a case starts on fresh worlds when they are redrawn)
         ref_units = self.servers.warm_up(item, plan, fresh_world=self.trial.redraw_every > 0)
-        verdicts = self.trial.judge_case(item, directed, ref_units, threshold, LiveSource(self.servers, item, plan),
+        verdicts = self.trial.judge_case(item, directed, ref_units, thresholds, LiveSource(self.servers, item, plan),
                                          judgement, begin)
         judgement.verdicts = verdicts
         # a regression of a figure tested on pairs (single readings are compared directly) is explained

@@ -299,21 +299,25 @@ class SequentialRule:
         """The most pairs a stage takes: ``confirm_max_pairs`` for a confirmation, else ``max_pairs``."""
         return self.confirm_max_pairs if confirming else self.max_pairs
 
-    def wants_more(self, estimates: Sequence[PairedEstimate | None], threshold_pct: float, pairs: int,
-                   confirming: bool = False) -> bool:
+    def wants_more(self, estimates: Sequence[PairedEstimate | None], threshold_pct: float | Sequence[float],
+                   pairs: int, confirming: bool = False) -> bool:
         """Whether another pair follows after ``pairs`` pairs whose estimates (one per directed metric,
-        None where too few usable pairs) are given: while any metric is unclear, up to the stage's cap
-        (:meth:`cap`); with ``futility``, in a first stage only while an unclear one could still be clear by
-        the cap."""
+        None where too few usable pairs) are given, each against its threshold (one for all, or one per
+        estimate): while any metric is unclear, up to the stage's cap (:meth:`cap`); with ``futility``, in a
+        first stage only while an unclear one could still be clear by the cap."""
         if pairs < self.min_pairs:
             return True
         if pairs >= self.cap(confirming):
             return False
         curtail = self.futility and not confirming
-        return any(est is None or (not is_clear(est, threshold_pct)
-                                   and (not curtail or reads_worse(est, threshold_pct)
-                                        or could_clear(est, threshold_pct, self.max_pairs)))
-                   for est in estimates)
+        limits = ([float(threshold_pct)] * len(estimates) if isinstance(threshold_pct, int | float)
+                  else list(threshold_pct))
+        if len(limits) != len(estimates):
+            raise ValueError(f"{len(estimates)} estimates but {len(limits)} thresholds")
+        return any(est is None or (not is_clear(est, limit)
+                                   and (not curtail or reads_worse(est, limit)
+                                        or could_clear(est, limit, self.max_pairs)))
+                   for est, limit in zip(estimates, limits, strict=True))
 
     def settled_exactly(self, tested: Sequence[Sequence[float]],
                         single: Sequence[tuple[Sequence[float], Sequence[float]]], pairs: int) -> bool:

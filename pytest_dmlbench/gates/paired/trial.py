@@ -43,6 +43,7 @@ from pytest_dmlbench.gates.paired.verdict_writer import (
     reconciled_current,
 )
 from pytest_dmlbench.gates.run_level import WATCH_FDR, RunLevelRule, benjamini_hochberg
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.results import Direction, MetricResult, Verdict
 from pytest_dmlbench.results.stats import median
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
@@ -67,31 +68,35 @@ class Trial:
         self.on_pair: Callable[[str, int], None] | None = None  # told (node id, pairs so far) after each pair
 
     def judge_case(self, item: JudgedItem, directed: Mapping[str, MetricResult], ref_units: Mapping[str, str | None],
-                   threshold: float, source: PairSource, judgement: CaseJudgement, begin: float) -> list[Verdict]:
-        """Every verdict on ``directed`` (the figures with a direction) from ``source``'s pairs; ``ref_units``:
-        the unit of each figure REF's case records (its warm-up block), ``begin``: when the case's budget
-        started on the source's clock."""
+                   threshold: float | Thresholds, source: PairSource, judgement: CaseJudgement,
+                   begin: float) -> list[Verdict]:
+        """Every verdict on ``directed`` (the figures with a direction) from ``source``'s pairs, each against its
+        threshold (``threshold``: one for all, or the case's per figure kind); ``ref_units``: the unit of each
+        figure REF's case records (its warm-up block), ``begin``: when the case's budget started on the
+        source's clock."""
+        thresholds = Thresholds.of_case(threshold)
         changed_unit = {n for n, m in directed.items() if n in ref_units and ref_units[n] != m.unit}
         timed = [Timed(n, m.better, m.unit) for n, m in directed.items() if n not in SINGLE_READING_METRICS
                  and m.better is not None and n in ref_units and n not in changed_unit]
         pairs: list[BlockPair] = []
         judgement.budget_s = self.budget_s if item.pair_budget_s is None else item.pair_budget_s
-        verdicts = self.decide(item, directed, timed, threshold, source, pairs, judgement, begin)
+        verdicts = self.decide(item, directed, timed, thresholds, source, pairs, judgement, begin)
         derived = {v.metric for v in verdicts if v.metric in DERIVED_METRICS}
         missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in ref_units and n not in derived]
         write = self.writer.write
         verdicts += [write(item, directed[n], "inconclusive" if n in DERIVED_METRICS else "new", None,
-                           median(directed[n].samples), threshold, missing_reason(n, self.writer.label))
+                           median(directed[n].samples), thresholds.of(n), missing_reason(n, self.writer.label))
                      for n in missing]
-        verdicts += [write(item, directed[n], "inconclusive", None, median(directed[n].samples), threshold,
+        verdicts += [write(item, directed[n], "inconclusive", None, median(directed[n].samples), thresholds.of(n),
                            f"the unit changed from {ref_units[n]!r} (REF) to {directed[n].unit!r}: the figures "
                            "are not comparable") for n in sorted(changed_unit)]
         return verdicts + single_verdicts(self.writer, item, {n: m for n, m in directed.items()
-                                                              if n not in changed_unit}, pairs, threshold, self.alpha,
+                                                              if n not in changed_unit}, pairs,
+                                          thresholds.default_pct, self.alpha,
                                           judgement.figure_alpha or self.alpha)
 
     def decide(self, item: JudgedItem, directed: Mapping[str, MetricResult], timed: Sequence[Timed],
-               threshold: float, source: PairSource, pairs: list[BlockPair], judgement: CaseJudgement,
+               thresholds: Thresholds, source: PairSource, pairs: list[BlockPair], judgement: CaseJudgement,
                begin: float) -> list[Verdict]:
         """The verdicts on the figures tested on block pairs (``timed``) and the derived ones: the first stage,
         the confirmation of what it flagged at the run-level share of alpha. Every pair taken is added to
@@ -99,7 +104,7 @@ class Trial:
         # memory peaks are tested on the stage's pairs (at least the minimum of them, even where no timed figure
         # keeps the stage going), and over redrawn worlds settle with more pairs, so the first stage waits for them
         peaks = [(n, directed[n].better or "lower") for n in tested_peaks(directed)]
-        first = self._run_stage(item, timed, threshold, source, pairs, begin, judgement, self.alpha, peaks=peaks)
+        first = self._run_stage(item, timed, thresholds, source, pairs, begin, judgement, self.alpha, peaks=peaks)
         judgement.stages.append(first.pairs)
         judgement.block_medians.append(first.record())
         self._note_first_stage(item, first, timed)
@@ -113,7 +118,7 @@ class Trial:
         figure_alpha = self.run_rule.figure_alpha(len(groups) + sum(1 for n in DERIVED_METRICS if n in directed)
                                                   + len(tested_peaks(directed)))
         judgement.figure_alpha = figure_alpha
-        kinds = {t.name: self._kind(first, t, threshold) for t in timed}
+        kinds = {t.name: self._kind(first, t, thresholds.of(t.name)) for t in timed}
         # every change is confirmed, failing or not: a reported improvement rests on the same evidence as a
         # regression (one stage of 4 pairs printed +16 % "improvements" on unchanged code in a whole night)
         flagged = [t for t in timed if kinds[t.name] in CHANGED]
@@ -121,7 +126,7 @@ class Trial:
         if flagged and self.rule.confirm:
             # the confirmation's pairs are on a budget of their own: a first stage that spent the case's budget
             # left a shared one the 4-pair minimum, where the run-level share of alpha needs a t of about 40
-            confirm = self._run_stage(item, flagged, threshold, source, pairs, source.now(), judgement,
+            confirm = self._run_stage(item, flagged, thresholds, source, pairs, source.now(), judgement,
                                       figure_alpha, confirming=True)
             judgement.stages.append(confirm.pairs)
             judgement.block_medians.append(confirm.record())
@@ -130,21 +135,21 @@ class Trial:
         for t in timed:
             by = represented_by.get(t.name)
             confirming = confirm if t in flagged else None
-            verdict = self.timed_verdict(item, directed[t.name], t, kinds[t.name], first, confirming, threshold,
-                                         judgement, figure_alpha, by)
+            verdict = self.timed_verdict(item, directed[t.name], t, kinds[t.name], first, confirming,
+                                         thresholds.of(t.name), judgement, figure_alpha, by)
             if by is not None:
                 verdict = self._one_test_with(item, directed[t.name], verdict, t, decided[by], by_name[by],
-                                              confirming, threshold)
+                                              confirming, thresholds.of(t.name))
             decided[t.name] = verdict
         verdicts = list(decided.values())
         throughput_stage = confirm if confirm is not None and any(t.name == THROUGHPUT for t in flagged) else first
         base = self.one_rank_throughput.get(item.scaling_family or "")
-        verdicts += derived_verdicts(self.writer, item, directed, base, first, throughput_stage, threshold,
+        verdicts += derived_verdicts(self.writer, item, directed, base, first, throughput_stage, thresholds.default_pct,
                                      judgement, figure_alpha)
         self._remember_one_rank_throughput(item, first, throughput_stage, judgement)
         return verdicts
 
-    def _run_stage(self, item: JudgedItem, timed: Sequence[Timed], threshold: float, source: PairSource,
+    def _run_stage(self, item: JudgedItem, timed: Sequence[Timed], thresholds: Thresholds, source: PairSource,
                    pairs: list[BlockPair], begin: float, judgement: CaseJudgement, alpha: float,
                    confirming: bool = False, peaks: Sequence[tuple[str, Direction]] = ()) -> Stage:
         """Pairs until every metric (and memory peak of ``peaks``) is clear, the cap, or the budget (never fewer
@@ -153,9 +158,11 @@ class Trial:
         while True:
             active = [t for t in timed if stage.usable(t.name, t.scale)]
             estimates = [stage.estimate(t.name, t.better, t.scale, alpha) for t in active] if stage.pairs else []
+            limits = [thresholds.of(t.name) for t in active] if stage.pairs else []
             if stage.pairs and self.redraw_every:
                 estimates += [None if (test := peak_test(pairs, name, better, alpha)) is None else test.estimate
                               for name, better in peaks]
+                limits += [thresholds.of(name) for name, _ in peaks]
             if stage.pairs and not timed and (not peaks or (stage.pairs >= self.rule.min_pairs
                                                             and not self.redraw_every)):
                 return stage
@@ -166,8 +173,8 @@ class Trial:
                                        "apart: the stage ended before its minimum")
                 return stage
             which = "the confirmation's " if confirming else "the first stage's "
-            if not self.rule.wants_more(estimates, threshold, stage.pairs, confirming):
-                if all(e is not None and is_clear(e, threshold) for e in estimates):
+            if not self.rule.wants_more(estimates, limits, stage.pairs, confirming):
+                if all(e is not None and is_clear(e, limit) for e, limit in zip(estimates, limits, strict=True)):
                     return stage
                 if stage.pairs < self.rule.cap(confirming):
                     stage.stop = (f"{which}futility stop after {stage.pairs} pairs: no unclear figure could be "

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_threshold
+from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.figures import EXACT_COUNT_METRICS, MEMORY_PEAK_METRICS
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
@@ -42,6 +42,7 @@ from pytest_dmlbench.gates.stored.proof import (
     within_run_interval,
 )
 from pytest_dmlbench.gates.stored.single_reading import exact_count, memory_peak
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import Decision, word
 from pytest_dmlbench.results import CaseResult, Direction, MetricResult, RunResults, Verdict, VerdictKind
 from pytest_dmlbench.results.stats import median
@@ -54,26 +55,35 @@ AGAINST = "the baseline"
 
 @dataclass(frozen=True)
 class CompareSettings:
-    """Run-wide comparison settings (``--dmlbench-threshold``, alpha, the refresh command shown, and how many
-    saved runs a figure timed per round needs before it is judged)."""
+    """Run-wide comparison settings (``--dmlbench-threshold``, ``--dmlbench-cpu-threshold``, alpha, the refresh
+    command shown, and how many saved runs a figure timed per round needs before it is judged)."""
 
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
     alpha: float = DEFAULT_ALPHA
     refresh_command: str = REFRESH_COMMAND
     min_runs: int = MIN_RUNS
+    cpu_threshold_pct: float | None = DEFAULT_CPU_THRESHOLD_PCT  # None: CPU time is not judged
 
     def __post_init__(self) -> None:
         parse_threshold(self.threshold_pct, "--dmlbench-threshold")
+        if self.cpu_threshold_pct is not None:
+            parse_threshold(self.cpu_threshold_pct, "--dmlbench-cpu-threshold")
         if not (isinstance(self.alpha, float | int) and 0.0 < self.alpha < 1.0):
             raise ConfigError(f"alpha must be a number between 0 and 1 (exclusive), got {self.alpha!r}")
         if not (isinstance(self.min_runs, int) and self.min_runs >= 1):
             raise ConfigError(f"min_runs must be a whole number >= 1, got {self.min_runs!r}")
 
+    def thresholds_for(self, case: CaseResult) -> Thresholds:
+        """The case's thresholds: the marker's ``threshold=`` and ``cpu_threshold=`` beat the run's."""
+        default = (self.threshold_pct if case.threshold_pct is None
+                   else parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}"))
+        cpu = (self.cpu_threshold_pct if case.cpu_threshold_pct is None
+               else parse_threshold(case.cpu_threshold_pct, f"cpu_threshold of {case.nodeid}"))
+        return Thresholds(default, cpu)
+
     def threshold_for(self, case: CaseResult) -> float:
-        """Per-case threshold (marker ``threshold=``) beats the run default."""
-        if case.threshold_pct is None:
-            return self.threshold_pct
-        return parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}")
+        """Per-case threshold (marker ``threshold=``) beats the run default (every figure but CPU time)."""
+        return self.thresholds_for(case).default_pct
 
 
 def _finite(samples: Sequence[float]) -> tuple[list[float], int]:
@@ -213,13 +223,16 @@ def compare_case(
 ) -> list[Verdict]:
     """Verdicts for every compared metric of ``current`` (all ``new``, saying ``new_reason``, when the case
     has no baseline)."""
-    threshold = settings.threshold_for(current)
+    thresholds = settings.thresholds_for(current)
     command = settings.refresh_command.format(nodeid=_shell_quote(current.nodeid))
     verdicts = []
     for name, metric in current.metrics.items():
+        if not thresholds.judges(name):
+            continue
         base_metric = baseline.metrics.get(name) if baseline is not None else None
         reason = new_reason if baseline is None else "the baseline does not record this metric"
-        verdict = compare_metric(base_metric, metric, threshold, settings.alpha, command, reason, settings.min_runs)
+        verdict = compare_metric(base_metric, metric, thresholds.of(name), settings.alpha, command, reason,
+                                 settings.min_runs)
         if verdict is not None:
             verdicts.append(verdict)
     return verdicts

@@ -27,7 +27,8 @@ class StoredGate:
         self.run = run
         self.keeper = BaselineKeeper(BaselineOptions(
             root=settings.baseline_dir, save=settings.save, compare=settings.compare,
-            threshold_pct=settings.threshold_pct, fail_on_improvement=settings.fail_on_improvement,
+            threshold_pct=settings.threshold_pct, cpu_threshold_pct=settings.cpu_threshold_pct,
+            fail_on_improvement=settings.fail_on_improvement,
             launcher=settings.launcher, isolation=settings.isolation,
         ))
 

@@ -35,8 +35,8 @@ def carried_history(previous: MetricResult | None, current: MetricResult, thresh
 def with_history(current: CaseResult, previous: CaseResult | None, settings: CompareSettings) -> CaseResult:
     """A copy of ``current`` whose metrics carry the run history of the stored ``previous`` case."""
     saved = CaseResult.from_dict(current.to_dict())
-    threshold = settings.threshold_for(current)
+    thresholds = settings.thresholds_for(current)
     for name, metric in saved.metrics.items():
         stored = previous.metrics.get(name) if previous is not None else None
-        metric.history = carried_history(stored, metric, threshold, settings.alpha)
+        metric.history = carried_history(stored, metric, thresholds.of(name), settings.alpha)
     return saved

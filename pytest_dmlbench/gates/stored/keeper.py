@@ -20,7 +20,7 @@ from typing import Any
 from pytest_dmlbench.baseline.fingerprint import machine_fingerprint
 from pytest_dmlbench.baseline.identity import DEFAULT_ISOLATION, DEFAULT_LAUNCHER, BaselineIdentity, refresh_template
 from pytest_dmlbench.baseline.store import BaselineStore
-from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT
+from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
 from pytest_dmlbench.gates.stored.history import with_history
@@ -37,6 +37,7 @@ class BaselineOptions:
     save: bool = False
     compare: bool = True
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
+    cpu_threshold_pct: float | None = DEFAULT_CPU_THRESHOLD_PCT
     alpha: float = DEFAULT_ALPHA
     fail_on_improvement: bool = False
     launcher: str = DEFAULT_LAUNCHER
@@ -52,7 +53,8 @@ class BaselineKeeper:
         fingerprint_for: Callable[[str], dict[str, Any]] = machine_fingerprint,
     ) -> None:
         self.options = options
-        self.settings = CompareSettings(options.threshold_pct, options.alpha)
+        self.settings = CompareSettings(options.threshold_pct, options.alpha,
+                                        cpu_threshold_pct=options.cpu_threshold_pct)
         self._fingerprint_for = fingerprint_for
         self._fingerprints: dict[str, dict[str, Any]] = {}
         self._stores: dict[BaselineIdentity, BaselineStore] = {}

@@ -1,0 +1,36 @@
+"""A case's thresholds, one per figure kind: CPU time is judged at its own, every other figure at the case's.
+
+CPU time per step is several times quieter than wall time (``docs/explanation/statistics.md``), so it is
+judged against a tighter threshold of its own (``--dmlbench-cpu-threshold``, ini ``dmlbench_cpu_threshold``,
+marker ``cpu_threshold=``), and only where one is given: recorded always, judged on request. Wall time keeps
+``--dmlbench-threshold``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_dmlbench.gates.figures import CPU_TIME_METRICS
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """``default_pct`` for every figure; ``cpu_pct`` for CPU time (None: CPU time is not judged)."""
+
+    default_pct: float
+    cpu_pct: float | None = None
+
+    def judges(self, metric: str) -> bool:
+        """Whether ``metric`` is judged at all: CPU time only at a threshold of its own."""
+        return metric not in CPU_TIME_METRICS or self.cpu_pct is not None
+
+    def of(self, metric: str) -> float:
+        """The threshold in percent (points for a fraction) that ``metric`` is judged against."""
+        if metric in CPU_TIME_METRICS and self.cpu_pct is not None:
+            return self.cpu_pct
+        return self.default_pct
+
+    @classmethod
+    def of_case(cls, threshold: float | Thresholds) -> Thresholds:
+        """``threshold`` as thresholds: a bare number is every figure's."""
+        return threshold if isinstance(threshold, Thresholds) else cls(threshold)
