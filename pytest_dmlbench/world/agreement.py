@@ -6,6 +6,7 @@ Pure functions of the ranks' reports (parent side); they word the verdict a user
 from __future__ import annotations
 
 from pytest_dmlbench.world.messages import RankOutcome
+from pytest_dmlbench.world.rank_names import LISTED_ONE_BY_ONE, rank_list
 
 MIXED_SKIP_ADVICE = (
     "A distributed case must reach the same outcome on every rank: call pytest.skip() or pytest.xfail() on "
@@ -20,28 +21,6 @@ UNMATCHED_ADVICE = (
     "Every rank must issue the same collectives on the default group, in the same order, and wait for "
     "asynchronous ones (work.wait()) before the case returns; the world was rebuilt for the next case."
 )
-
-
-# Up to this many ranks are listed one by one; more (simulated worlds of 1024) as spans: 0-11, 13-1023.
-LISTED_ONE_BY_ONE = 16
-
-
-def rank_spans(ranks: list[int]) -> str:
-    """Consecutive ranks as spans: ``0-11, 13, 15-1023``."""
-    spans: list[list[int]] = []
-    for rank in sorted(ranks):
-        if spans and rank == spans[-1][1] + 1:
-            spans[-1][1] = rank
-        else:
-            spans.append([rank, rank])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
-
-
-def rank_list(ranks: list[int]) -> str:
-    """``0, 1, 2`` for a few ranks; :func:`rank_spans` for more than ``LISTED_ONE_BY_ONE``."""
-    if len(ranks) > LISTED_ONE_BY_ONE:
-        return rank_spans(ranks)
-    return ", ".join(str(rank) for rank in sorted(ranks))
 
 
 def _ranks(ranks: list[int]) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pytest_dmlbench.world.agreement import UNMATCHED_ADVICE, describe_outcome, mixed_outcomes, rank_list
+from pytest_dmlbench.world.agreement import UNMATCHED_ADVICE, describe_outcome, mixed_outcomes
 from pytest_dmlbench.world.hang import BELOW_THE_BODY, place_of
 from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
+from pytest_dmlbench.world.rank_names import rank_list
 
 
 def trim_stack(stack: str) -> str:
@@ -88,9 +89,9 @@ def _first_event(run: CaseOutcome, died: list[RankReport], failed: list[RankRepo
         return f"rank {died[0].rank} died"
     if failed:
         return f"rank {failed[0].rank} failed"
-    early = [r for r in run.ranks if r.outcome is not None and r.outcome.status != "passed"]
+    early = [(r.rank, r.outcome.status) for r in run.ranks if r.outcome is not None and r.outcome.status != "passed"]
     if early:
-        return f"rank {early[0].rank} {early[0].outcome.status.replace('_', ' ')}"  # type: ignore[union-attr]
+        return f"rank {early[0][0]} {early[0][1].replace('_', ' ')}"
     return f"the case had run {run.elapsed_s:.1f} s"
 
 
@@ -100,9 +101,9 @@ def _timeout_headline(run: CaseOutcome, stuck: list[RankReport], world_size: int
     waiting = [rank for rank, place in places.items() if place is not None and place.in_collective]
     elsewhere = [rank for rank, place in places.items() if place is not None and not place.in_collective]
     by_place: dict[str, list[int]] = {}
-    for rank in sorted(places):
-        if places[rank] is not None:
-            by_place.setdefault(places[rank].summary(), []).append(rank)  # type: ignore[union-attr]
+    for rank, place in sorted(places.items()):
+        if place is not None:
+            by_place.setdefault(place.summary(), []).append(rank)
     each = "\n".join(f"  {'rank' if len(ranks) == 1 else 'ranks'} {rank_list(ranks)}: {where}"
                      for where, ranks in sorted(by_place.items(), key=lambda item: item[1][0]))
     if waiting and elsewhere:

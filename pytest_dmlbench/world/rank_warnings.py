@@ -15,10 +15,16 @@ import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
+
+from pytest_dmlbench.world.rank_names import rank_list
+
+Action = Literal["default", "error", "ignore", "always", "all", "module", "once"]
+ACTIONS: tuple[Action, ...] = ("default", "error", "ignore", "always", "all", "module", "once")
 
 # One warning filter as ``warnings.filterwarnings`` takes it: action, message regex, category, module regex,
 # line number (0: any).
-Filter = tuple[str, str, type[Warning], str, int]
+Filter = tuple[Action, str, type[Warning], str, int]
 
 
 @dataclass(frozen=True)
@@ -33,12 +39,13 @@ class RankWarning:
 
 def filters_in_force() -> tuple[Filter, ...]:
     """The filters in force now, in order, those whose category cannot be sent (a class defined inside a
-    function) left out."""
+    function) or whose action Python does not know left out."""
     kept: list[Filter] = []
     for action, message, category, module, lineno in warnings.filters:
-        if not isinstance(category, type) or not _sendable(category):
+        known = next((a for a in ACTIONS if a == action), None)
+        if known is None or not isinstance(category, type) or not _sendable(category):
             continue
-        kept.append((action, _pattern(message), category, _pattern(module), int(lineno)))
+        kept.append((known, _pattern(message), category, _pattern(module), int(lineno)))
     return tuple(kept)
 
 
@@ -66,7 +73,7 @@ def recorded(filters: Iterable[Filter]) -> Iterator[list[RankWarning]]:
     with warnings.catch_warnings(record=True) as log:
         warnings.resetwarnings()
         for action, message, category, module, lineno in filters:
-            warnings.filterwarnings(action, message, category, module, lineno, append=True)  # type: ignore[arg-type]
+            warnings.filterwarnings(action, message, category, module, lineno, append=True)
         try:
             yield caught
         finally:
@@ -84,8 +91,6 @@ def _rank_warning(entry: warnings.WarningMessage) -> RankWarning:
 def raise_in_parent(per_rank: Iterable[tuple[int, Iterable[RankWarning]]]) -> None:
     """Warn once per distinct warning the ranks recorded, naming the ranks; an ``error`` filter in force
     raises the first."""
-    from pytest_dmlbench.world.agreement import rank_list
-
     ranks: dict[RankWarning, list[int]] = {}
     for rank, recorded_warnings in per_rank:
         for warning in recorded_warnings:

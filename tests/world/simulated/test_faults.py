@@ -114,7 +114,7 @@ def test_the_next_case_starts_clean() -> None:
 
 
 def test_many_ranks_are_listed_as_spans() -> None:
-    from pytest_dmlbench.world.agreement import rank_list
+    from pytest_dmlbench.world.rank_names import rank_list
 
     assert rank_list([0, 1, 2, 3]) == "0, 1, 2, 3"  # a few: one by one, as forked worlds list them
     assert rank_list([*range(12), *range(13, 1024)]) == "0-11, 13-1023"
