@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_dmlbench.world.agreement import rank_spans
+from pytest_dmlbench.world.rank_names import rank_spans
 from pytest_dmlbench.world.simulated.rendezvous import GroupState
 from pytest_dmlbench.world.simulated.turns import TurnTaking
 
