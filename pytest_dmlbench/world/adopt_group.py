@@ -26,6 +26,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ _MARK = "__dmlbench_adopting__"
 _originals: dict[str, Callable[..., Any]] = {}  # torch's own functions
 _wrappers: dict[str, Callable[..., Any]] = {}  # the adopting ones that replace them
 _case: _Case | None = None  # the world the running case adopts (None outside a case)
+_thread_case = threading.local()  # simulated ranks (threads of one process): each thread's own, over _case
 _FIX_SUFFIX = ("the world's process group already exists, so it can only be adopted as it is; "
                "in a case, call init_process_group() with no arguments, or with the world's own values")
 
@@ -54,6 +56,7 @@ class _Case:
     device: str
     master: tuple[str, int] | None
     groups_before: set[int] = field(default_factory=set)
+    stands_in_for: tuple[str, ...] = ()  # backends a call may name for this one (simulated ranks: gloo)
 
     def mismatches(self, arguments: dict[str, Any]) -> list[str]:
         """What the call asks for that this world cannot give, one sentence (with its fix) each."""
@@ -72,7 +75,7 @@ class _Case:
         return problems
 
     def _check_backend(self, value: Any) -> str | None:
-        if value is None or str(value).lower() == self.backend:
+        if value is None or str(value).lower() in (self.backend, *self.stands_in_for):
             return None
         return (f"backend={str(value)!r}, but this case's world runs {self.backend!r}; ask for "
                 f"{self.backend!r} (or no backend), or run the case on a {str(value).lower()} world: "
@@ -154,7 +157,7 @@ def _adopting_init(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def init_process_group(*args: Any, **kwargs: Any) -> None:
-        case = _case
+        case = _current()
         if case is None:
             original(*args, **kwargs)
             return None
@@ -176,7 +179,7 @@ def _adopting_destroy(original: Callable[..., Any]) -> Callable[..., Any]:
     def destroy_process_group(group: Any = None) -> None:
         import torch.distributed as td
 
-        case = _case
+        case = _current()
         if case is None or not td.is_initialized() or not _is_world(group):
             original(group)
             return None
@@ -188,6 +191,12 @@ def _adopting_destroy(original: Callable[..., Any]) -> Callable[..., Any]:
 
     setattr(destroy_process_group, _MARK, original)
     return destroy_process_group
+
+
+def _current() -> _Case | None:
+    """The case the calling thread adopts for: its own (simulated ranks), else the process's."""
+    mine: _Case | None = getattr(_thread_case, "case", None)
+    return mine if mine is not None else _case
 
 
 def _is_world(group: Any) -> bool:
@@ -229,17 +238,30 @@ def _rebind_loaded_modules() -> None:
 
 
 @contextmanager
-def adopting(dist: DistInfo) -> Iterator[None]:
-    """Inside the block, ``init_process_group`` adopts this rank's world and its destroy keeps it."""
+def adopting(dist: DistInfo, *, per_thread: bool = False, stands_in_for: tuple[str, ...] = ()) -> Iterator[None]:
+    """Inside the block, ``init_process_group`` adopts this rank's world and its destroy keeps it.
+
+    ``per_thread``: only for the calling thread (a simulated rank; every other thread keeps the process's).
+    ``stands_in_for``: backends a call may ask for that this world's backend plays (simulated ranks: gloo)."""
     global _case
     import torch.distributed as td
 
-    previous = _case
+    case = None
     if td.is_initialized():
         port = os.environ.get("MASTER_PORT", "")
         master = (os.environ["MASTER_ADDR"], int(port)) if "MASTER_ADDR" in os.environ and port.isdigit() else None
-        _case = _Case(td.get_rank(), td.get_world_size(), str(td.get_backend()).lower(), dist.device, master,
-                      {id(group) for group in _group_map()})
+        case = _Case(td.get_rank(), td.get_world_size(), str(td.get_backend()).lower(), dist.device, master,
+                     {id(group) for group in _group_map()}, stands_in_for)
+    if per_thread:
+        previous_mine = getattr(_thread_case, "case", None)
+        _thread_case.case = case
+        try:
+            yield
+        finally:
+            _thread_case.case = previous_mine
+        return
+    previous = _case
+    _case = case if case is not None else previous
     try:
         yield
     finally:

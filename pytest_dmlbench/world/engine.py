@@ -39,6 +39,7 @@ class PreparedCase:
     uses_bench: bool
     isolation: str = "persistent"  # or "fresh": a world of its own (forked engine only)
     block: BlockBudget | None = None  # one block of the paired gate (forked and Ray engines)
+    communicates: bool = True  # False: the case means its ranks never to use the group (simulated engine)
 
 
 class Engine(Protocol):

@@ -68,7 +68,8 @@ class SimulatedEngine:
             return {name: value if name == "dist" else copy.deepcopy(value) for name, value in values.items()}
 
         return SimulatedCase(self._cases, case.case.func, arguments, world_size=case.world_size,
-                             seed=case_seed(case.case.nodeid), timeout_s=case.timeout_s).run()
+                             seed=case_seed(case.case.nodeid), timeout_s=case.timeout_s,
+                             communicates=case.communicates).run()
 
     def close(self) -> None:
         """Nothing outlives a case."""

@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any
 
@@ -25,11 +25,15 @@ from torch._C._distributed_c10d import HashStore
 from pytest_dmlbench.measure import comm
 from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
+from pytest_dmlbench.world import adopt_group
 from pytest_dmlbench.world.execute import classify, seed_everything
 from pytest_dmlbench.world.guard import Unrestorable, snapshot
 from pytest_dmlbench.world.messages import RankOutcome
 from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
+from pytest_dmlbench.world.simulated import as_torchrun, rank_environ
 from pytest_dmlbench.world.simulated.process_group import ACTIVE, BACKEND_NAME, register_backend
+from pytest_dmlbench.world.simulated.process_state import RankProcessState
+from pytest_dmlbench.world.simulated.rank_environ import RankEnviron
 from pytest_dmlbench.world.simulated.rng import RankRandomState
 from pytest_dmlbench.world.simulated.shared import SharedWorld, rank_ranges
 from pytest_dmlbench.world.simulated.thread_world import ThreadWorld, per_thread_world
@@ -70,23 +74,34 @@ class SimulatedCase:
     """Runs one case body on ``world_size`` simulated ranks."""
 
     def __init__(self, case_id: int, func: Callable[..., Any], arguments: Arguments, *, world_size: int,
-                 seed: int, timeout_s: float) -> None:
+                 seed: int, timeout_s: float, communicates: bool = True) -> None:
+        """``communicates=False``: the case means its ranks never to use the world's group (otherwise a passing
+        case on more than one rank that never did fails, see ``as_torchrun.group_unused``)."""
         self.case_id = case_id
         self.func = func
         self.arguments = arguments
         self.world_size = world_size
         self.seed = seed
         self.timeout_s = timeout_s
+        self.communicates = communicates
         self.results = [_RankResult() for _ in range(world_size)]
         self.idents: list[int | None] = [None] * world_size
         rng = RankRandomState(world_size)
-        self.world = SharedWorld(world_size, rng.switch)
+        self.process = RankProcessState(world_size)
+
+        def on_switch(leaving: int, entering: int) -> None:
+            rng.switch(leaving, entering)
+            self.process.switch(leaving, entering)
+
+        self.world = SharedWorld(world_size, on_switch)
         self.store = HashStore()
+        self.master_port = 0  # the port of the master store served while the world runs
 
     # -- rank side --------------------------------------------------------------------------------------------
-    def _rank_main(self, rank: int, thread_world: ThreadWorld) -> None:
+    def _rank_main(self, rank: int, thread_world: ThreadWorld, environ: RankEnviron) -> None:
         self.idents[rank] = threading.get_ident()
         thread_world.bind()
+        environ.bind(as_torchrun.rank_variables(rank, self.world_size, self.master_port, self.case_id))
         turns = self.world.turns
         result = self.results[rank]
         state = self.world.ranks[rank]
@@ -104,6 +119,7 @@ class SimulatedCase:
                                          traceback=_trimmed_traceback(exc))
             state.state = "failed"
         finally:
+            environ.unbind()
             turns.end(rank)
 
     def _run_body(self, rank: int) -> RankOutcome:
@@ -112,7 +128,8 @@ class SimulatedCase:
         try:
             kwargs = self.arguments(info)
             seed_everything(self.seed + rank)
-            run_case_body(self.func, kwargs)
+            with adopt_group.adopting(info, per_thread=True, stands_in_for=as_torchrun.STANDS_IN_FOR):
+                run_case_body(self.func, kwargs)
         except WorldAborted:
             raise
         except BaseException as exc:
@@ -126,6 +143,7 @@ class SimulatedCase:
     def run(self) -> CaseOutcome:
         """Run every rank to its end (or to an abort) and report."""
         register_backend()
+        adopt_group.install()  # before the snapshot, so the guard keeps the adopting functions
         guarded = snapshot()
         host_rng = (torch.get_rng_state(), random.getstate())
         threads_before = torch.get_num_threads()
@@ -137,19 +155,26 @@ class SimulatedCase:
         begin = time.monotonic()
         timed_out = False
         ACTIVE.world = self.world
+        master_store = as_torchrun.serve_master_store()
+        self.master_port = master_store.port
         try:
-            with per_thread_world() as thread_world:
-                threads = [threading.Thread(target=self._rank_main, args=(rank, thread_world), daemon=True,
-                                            name=f"dmlbench-simulated-rank-{rank}")
+            with per_thread_world() as thread_world, rank_environ.installed() as environ:
+                threads = [threading.Thread(target=self._rank_main, args=(rank, thread_world, environ),
+                                            daemon=True, name=f"dmlbench-simulated-rank-{rank}")
                            for rank in range(self.world_size)]
                 for thread in threads:
                     thread.start()
-                self.world.turns.begin()
-                timed_out = self._watch(begin)
-                grace_end = time.monotonic() + RELEASE_GRACE_S
-                for thread in threads:
-                    thread.join(timeout=max(0.0, grace_end - time.monotonic()))
+                self.process.begin()
+                try:
+                    self.world.turns.begin()
+                    timed_out = self._watch(begin)
+                    grace_end = time.monotonic() + RELEASE_GRACE_S
+                    for thread in threads:
+                        thread.join(timeout=max(0.0, grace_end - time.monotonic()))
+                finally:
+                    self.process.end()
         finally:
+            del master_store
             ACTIVE.world = None
             comm.set_per_thread(per_thread_before)
             c10d_log.setLevel(log_level)
@@ -217,6 +242,11 @@ class SimulatedCase:
                                              result.outcome.message, result.outcome.traceback,
                                              result.outcome.duration_s, rebuild=rebuild)
             reports.append(report)
+        if self.communicates and all(r.outcome is not None and r.outcome.status == "passed" for r in reports):
+            unused = as_torchrun.group_unused(self.world_size, self.world.ranks)
+            for report in reports if unused else []:
+                assert report.outcome is not None
+                report.outcome = replace(report.outcome, status="failed", message=unused)
         reason = self.world.turns.abort_reason
         if left_running:
             reason += (f" ({rank_ranges(left_running)} could not be stopped and "

@@ -16,8 +16,11 @@ from collections.abc import Callable
 _POLL_S = 5.0
 
 
-class WorldAborted(Exception):
-    """Raised in a rank that waits when the simulated world cannot go on; the message says why."""
+class WorldAborted(BaseException):
+    """Raised in a rank that waits when the simulated world cannot go on; the message says why.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: a script's ``except Exception`` around a collective
+    cannot swallow it and carry on as if the collective had worked."""
 
 
 class TurnTaking:
