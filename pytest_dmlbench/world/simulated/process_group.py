@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from pytest_dmlbench.world.simulated import gloo_checks as check
 from pytest_dmlbench.world.simulated import reduction as red
 from pytest_dmlbench.world.simulated.reduction import UnsupportedCollective, describe, describe_all
 from pytest_dmlbench.world.simulated.rendezvous import Call, CollectiveMismatch, GroupState
@@ -138,6 +139,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     # -- reductions -------------------------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> DoneWork:  # type: ignore[override]
         op = red.op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        check.reduction(op, tensors)
 
         def complete(parts: list[list[torch.Tensor]]) -> None:
             for i in range(len(parts[0])):
@@ -152,6 +154,8 @@ class SimulatedProcessGroup(dist.ProcessGroup):
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
         op, root = red.op_name(opts.reduceOp), opts.rootRank
+        check.root("reduce", root, self.size())
+        check.reduction(op, tensors)
 
         def complete(parts: list[list[torch.Tensor]]) -> None:
             parts[root][0].copy_(red.reduce_in_rank_order([p[0] for p in parts], op))
@@ -161,6 +165,8 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     def reduce_scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],  # type: ignore[override]
                        opts: Any) -> DoneWork:
         op = red.op_name(opts.reduceOp)
+        check.reduction(op, outputs)
+        check.reduce_scatter(outputs[0], input_lists[0], self.size())
 
         def complete(parts: list[tuple[list[torch.Tensor], list[list[torch.Tensor]]]]) -> None:
             for member, (outs, _) in enumerate(parts):
@@ -171,6 +177,8 @@ class SimulatedProcessGroup(dist.ProcessGroup):
 
     def _reduce_scatter_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> DoneWork:
         op = red.op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        check.reduction(op, [inp])
+        check.reduce_scatter_into(output, inp, self.size())
 
         def complete(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
             chunks = [i.reshape(len(parts), -1) for _, i in parts]
@@ -192,6 +200,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     # -- data movement ---------------------------------------------------------------------------------------
     def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
         root = opts.rootRank
+        check.root("broadcast", root, self.size())
 
         def complete(parts: list[list[torch.Tensor]]) -> None:
             for member, part in enumerate(parts):
@@ -202,6 +211,8 @@ class SimulatedProcessGroup(dist.ProcessGroup):
 
     def allgather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
                   opts: Any = None) -> DoneWork:
+        check.allgather(output_lists[0], inputs[0], self.size())
+
         def complete(parts: list[tuple[list[list[torch.Tensor]], list[torch.Tensor]]]) -> None:
             sources = [ins[0] for _, ins in parts]
             for outs, _ in parts:
@@ -211,6 +222,8 @@ class SimulatedProcessGroup(dist.ProcessGroup):
         return self._collective("all_gather", detail, (output_lists, inputs), complete, output_lists[0])
 
     def _allgather_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> DoneWork:
+        check.allgather_into(output, inp, self.size())
+
         def complete(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
             whole = torch.cat([i.reshape(-1) for _, i in parts])
             for out, _ in parts:
@@ -229,6 +242,9 @@ class SimulatedProcessGroup(dist.ProcessGroup):
 
     def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
         root = opts.rootRank
+        check.root("gather", root, self.size())
+        if self._group_rank == root:
+            check.gather(output_lists[0] if output_lists else [], inputs[0], self.size())
 
         def complete(parts: list[tuple[list[list[torch.Tensor]], list[torch.Tensor]]]) -> None:
             red.copy_all(parts[root][0][0], [ins[0] for _, ins in parts])
@@ -239,6 +255,9 @@ class SimulatedProcessGroup(dist.ProcessGroup):
 
     def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any) -> DoneWork:  # type: ignore[override]
         root = opts.rootRank
+        check.root("scatter", root, self.size())
+        if self._group_rank == root:
+            check.scatter(input_lists[0] if input_lists else [], outputs[0], self.size())
 
         def complete(parts: list[tuple[list[torch.Tensor], list[list[torch.Tensor]]]]) -> None:
             sources = parts[root][1][0]
@@ -249,6 +268,8 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                                 complete, outputs)
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> DoneWork:
+        check.alltoall(outputs, inputs, self.size())
+
         def complete(parts: list[tuple[list[torch.Tensor], list[torch.Tensor]]]) -> None:
             for member, (outs, _) in enumerate(parts):
                 red.copy_all(outs, [ins[member] for _, ins in parts])
@@ -258,6 +279,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     def alltoall_base(self, output: torch.Tensor, inp: torch.Tensor, output_splits: list[int],
                       input_splits: list[int], opts: Any = None) -> DoneWork:
         size = len(self._group.members)
+        check.alltoall_single(output, inp, output_splits, input_splits, size)
 
         def complete(parts: list[tuple[torch.Tensor, torch.Tensor, list[int], list[int]]]) -> None:
             pieces = [list(torch.split(i, isp if isp else [i.shape[0] // size] * size)) for _, i, _, isp in parts]
