@@ -57,17 +57,23 @@ class DoneWork(dist.Work):
 
 
 class ReceiveWork(DoneWork):
-    """A receive: waiting on it waits (gives up the turn) until the message is there."""
+    """A receive: waiting on it waits (gives up the turn) until the message is there; its source rank (in the
+    group) is then known, as gloo's receive work tells it (``recv`` without ``src`` returns it)."""
 
-    def __init__(self, receive: Callable[[], None], tensors: list[torch.Tensor]) -> None:
+    def __init__(self, receive: Callable[[], int], tensors: list[torch.Tensor]) -> None:
         super().__init__(tensors)
-        self._receive: Callable[[], None] | None = receive
+        self._receive: Callable[[], int] | None = receive
+        self._source = -1
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         if self._receive is not None:
             receive, self._receive = self._receive, None
-            receive()
+            self._source = receive()
         return True
+
+    def _source_rank(self) -> int:
+        self.wait()
+        return self._source
 
     def is_completed(self) -> bool:
         return self._receive is None
@@ -309,7 +315,8 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> ReceiveWork:
         return ReceiveWork(lambda: self._receive(tensors[0], tuple(range(self.size())), tag), tensors)
 
-    def _receive(self, tensor: torch.Tensor, srcs: Sequence[int], tag: int) -> None:
+    def _receive(self, tensor: torch.Tensor, srcs: Sequence[int], tag: int) -> int:
+        """Wait for a message from one of ``srcs`` (group ranks, lowest first); copy it in; its source."""
         state = self._world.ranks[self._global_rank]
         source = f"rank {self._group.members[srcs[0]]}" if len(srcs) == 1 else "any rank"
         state.last = f"recv from {source} (tag {tag}, {describe(tensor)})"
@@ -318,6 +325,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
             self._world.turns.wait(self._global_rank)
             state.state = "running"
         tensor.copy_(message[1])
+        return message[0]
 
     # -- coalescing (batch_isend_irecv): every call already completes on its own ------------------------------
     def start_coalescing(self, device: Any = None) -> None:

@@ -83,6 +83,8 @@ CASES: dict[str, Callable[[int, int], object]] = {
     # groups
     "new_group with a rank past the world": lambda r, ws: td.new_group([0, ws]),
     "broadcast from a rank outside the group, a non-member's all_reduce": _not_in_group,
+    # point to point
+    "recv without src returns the sender": lambda r, ws: td.recv(Z(1)) if r == 0 else td.send(Z(1), dst=0),
 }
 
 _GLOO_PREFIX = re.compile(r"^\[rank\d+\]:\[[A-Z]\d{4} [^\]]*\] |^\[enforce fail at [^\]]*\] ")
@@ -90,10 +92,11 @@ _OBJECT = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")  # a group's repr: its c
 
 
 def outcome(call: Callable[[int, int], object], rank: int, world_size: int) -> str:
-    """``returned``, or the exception's type and first line (gloo's log prefix and object addresses taken off)."""
+    """``returned`` (and the value, if any), or the exception's type and first line (gloo's log prefix and object
+    addresses taken off)."""
     try:
-        call(rank, world_size)
+        value = call(rank, world_size)
     except Exception as exc:  # the exception, type and message, is the record
         lines = str(exc).strip().splitlines() or [""]
         return f"{type(exc).__name__}: {_OBJECT.sub('<object>', _GLOO_PREFIX.sub('', lines[0]))}"
-    return "returned"
+    return "returned" if value is None else f"returned {value!r}"
