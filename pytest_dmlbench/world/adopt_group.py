@@ -16,6 +16,9 @@ joins and leaves its group as before. Inside a case:
   ``init_process_group`` adopts it again. ``is_initialized()`` still answers True afterwards, and the group
   still works if the case goes on using it. Destroying a sub-group is torch's own call.
 
+On simulated ranks (threads of one process) each rank adopts for itself (``adopting(..., per_thread=True)``),
+and a call may name gloo, which simulated ranks stand in for.
+
 The per-case guard still checks what is left: a case that reaches torch's own destroy another way is
 reported by :class:`~pytest_dmlbench.world.groups.GroupWatch` and its world rebuilt.
 """

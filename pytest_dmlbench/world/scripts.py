@@ -11,6 +11,10 @@ not kept). ``sys.exit(n)`` ends the script, not the rank: the status is :attr:`S
 status other than 0 fails the case on that rank (:class:`ScriptFailed`, naming the rank, the status and the
 last lines printed) unless ``check=False``. An exception the script raises fails the case with its traceback.
 
+On simulated ranks (threads taking turns) ``sys.argv``, ``sys.path`` and the output streams are each rank's
+own (``simulated/process_state.py``) and ``RANK`` is read through the rank's own environment, so each rank's
+run has its own argv, output, status and rank (``tests/world/simulated/test_torchrun_like.py``).
+
 Runs on ranks only (no pytest import).
 """
 
