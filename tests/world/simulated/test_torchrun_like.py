@@ -256,3 +256,38 @@ def test_a_case_that_means_its_ranks_to_stay_apart_can_say_so() -> None:
     together = simulate(lambda info: None, 4)
     assert "none of the 4 simulated ranks issued a collective" in failure_text(together, 4, "simulated")
     assert passed(simulate(lambda info: None, 1), 1)  # one rank has nobody to talk to
+
+
+# what runs on simulated ranks: the launcher itself and what its rank threads call (forked ranks' execute.py not)
+RANK_SIDE = ("pytest_dmlbench/world/simulated", "pytest_dmlbench/world/scripts.py",
+             "pytest_dmlbench/world/adopt_group.py", "pytest_dmlbench/measure/comm.py",
+             "pytest_dmlbench/properties/body.py")
+
+
+def _swallowing_handlers(source: str) -> list[int]:
+    """Lines of ``except BaseException`` handlers that neither follow an ``except WorldAborted`` of the same
+    ``try`` nor re-raise (a bare ``raise`` in their body)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Try):
+            continue
+        names = [ast.unparse(h.type) if h.type is not None else "BaseException" for h in node.handlers]
+        for handler, name in zip(node.handlers, names, strict=True):
+            earlier = names[:names.index(name)]
+            reraises = any(isinstance(n, ast.Raise) and n.exc is None for n in ast.walk(handler))
+            if name == "BaseException" and "WorldAborted" not in earlier and not reraises:
+                found.append(handler.lineno)
+    return found
+
+
+def test_no_rank_side_handler_swallows_the_worlds_abort() -> None:
+    """Being a BaseException, the abort passes every ``except Exception``; of the handlers that catch
+    BaseException on the simulated ranks' path, each lets it through first or re-raises."""
+    root = Path(__file__).parents[3]
+    paths = [p for entry in RANK_SIDE for p in ((root / entry).rglob("*.py") if (root / entry).is_dir()
+                                                 else [root / entry])]
+    found = {str(p.relative_to(root)): lines for p in paths if (lines := _swallowing_handlers(p.read_text()))}
+    assert found == {}, found
+    assert _swallowing_handlers("try:\n    f()\nexcept BaseException:\n    pass\n") == [3]  # the negative control
