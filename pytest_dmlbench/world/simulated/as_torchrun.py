@@ -4,19 +4,24 @@ several simulated ranks really used its world.
 Each rank gets the variables the forked ranks get (``world/torchrun_env.py``: ``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT`` ...) through its own view of ``os.environ``
 (``rank_environ``). ``MASTER_ADDR:MASTER_PORT`` is a live ``TCPStore`` on the loopback, served by the
-pytest process for the world's lifetime, as the forked world's rank 0 serves one.
+pytest process for the world's lifetime, as the forked world's rank 0 serves one. What only a whole process can
+do (``os._exit``) raises :class:`ProcessWide` on the rank that asks, naming it, instead of ending every rank.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from pytest_dmlbench.world.simulated.shared import RankState
 from pytest_dmlbench.world.torchrun_env import RankPlace, run_id, torchrun_variables
 
 HOST = "127.0.0.1"
+RANK_THREAD_PREFIX = "dmlbench-simulated-rank-"  # the name of every rank thread (runner.py)
 STORE_TIMEOUT = timedelta(seconds=60)
 STANDS_IN_FOR = ("gloo",)  # the backend a script may ask for on simulated ranks: its group is adopted
 
@@ -43,3 +48,29 @@ def group_unused(world_size: int, ranks: Sequence[RankState]) -> str:
             "when it believes it was launched, or checks torch.cuda before init_process_group, trains one model "
             "per rank). Make the case use its world's process group, or, when ranks that never communicate are "
             "what the case means, say so: @pytest.mark.dmlbench(..., communicates=False)")
+
+
+class ProcessWide(RuntimeError):
+    """A rank asked for something only a whole process can do; simulated ranks are threads of one."""
+
+
+@contextmanager
+def exits_refused() -> Iterator[None]:
+    """``os._exit`` on a rank thread raises :class:`ProcessWide` instead of ending the pytest process (and every
+    other rank with it); other threads keep torch's and Python's own."""
+    original = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        name = threading.current_thread().name
+        if not name.startswith(RANK_THREAD_PREFIX):
+            original(status)
+        raise ProcessWide(
+            f"os._exit({status}) on simulated rank {name.removeprefix(RANK_THREAD_PREFIX)} would end the whole pytest "
+            "process: simulated ranks are threads of one process, so a process's exit cannot be one rank's. "
+            "Use sys.exit (run_script reports its status per rank), or run the case with --dmlbench-launcher fork")
+
+    os._exit = _exit
+    try:
+        yield
+    finally:
+        os._exit = original

@@ -158,9 +158,10 @@ class SimulatedCase:
         master_store = as_torchrun.serve_master_store()
         self.master_port = master_store.port
         try:
-            with per_thread_world() as thread_world, rank_environ.installed() as environ:
+            with per_thread_world() as thread_world, rank_environ.installed() as environ, \
+                    as_torchrun.exits_refused():
                 threads = [threading.Thread(target=self._rank_main, args=(rank, thread_world, environ),
-                                            daemon=True, name=f"dmlbench-simulated-rank-{rank}")
+                                            daemon=True, name=f"{as_torchrun.RANK_THREAD_PREFIX}{rank}")
                            for rank in range(self.world_size)]
                 for thread in threads:
                     thread.start()

@@ -291,3 +291,15 @@ def test_no_rank_side_handler_swallows_the_worlds_abort() -> None:
     found = {str(p.relative_to(root)): lines for p in paths if (lines := _swallowing_handlers(p.read_text()))}
     assert found == {}, found
     assert _swallowing_handlers("try:\n    f()\nexcept BaseException:\n    pass\n") == [3]  # the negative control
+
+
+def test_a_process_exit_on_a_rank_is_refused_with_the_reason() -> None:
+    """``os._exit`` cannot be one rank's: it raises on the rank instead of ending this test process (which
+    surviving to the assertions shows); the others are released."""
+    def body(info: Any) -> None:
+        if info.rank == 1:
+            os._exit(4)
+        td.barrier()
+
+    report = failure_text(simulate(body, 2), 2, "simulated")
+    assert "ProcessWide: os._exit(4) on simulated rank 1 would end the whole pytest process" in report, report
