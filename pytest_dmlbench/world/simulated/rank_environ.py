@@ -3,9 +3,10 @@
 Simulated ranks are threads of one process, and the environment is the process's. While a simulated world runs,
 :func:`installed` puts a :class:`RankEnviron` in ``os.environ`` (``os.getenv`` reads it too); a rank thread that
 called :meth:`RankEnviron.bind` reads the process environment with its own variables on top (torchrun's, from
-``world/torchrun_env.py``), and what it sets or deletes stays its own. Other threads (the host, threads a rank
-starts) see and change the process environment as before. A child process a rank starts through ``subprocess``
-without ``env=`` gets the rank's environment (the view is passed as its ``env``).
+``world/torchrun_env.py``), and what it sets or deletes stays its own; a thread the rank starts shares the
+rank's environment, as a process's threads do. Other threads (the host) see and change the process environment
+as before. A child process a rank starts through ``subprocess`` without ``env=`` gets the rank's environment
+(the view is passed as its ``env``).
 
 Not per rank (said in the how-to): ``os.environb``, C code that calls ``getenv`` (it reads the process
 environment), children started by ``os.system``/``os.exec*``/``os.spawn*``, and modules that took
@@ -38,6 +39,10 @@ class RankEnviron(os._Environ[str]):
     def bind(self, variables: Mapping[str, str]) -> None:
         """The calling thread (a rank) reads ``variables`` over the process environment from now on."""
         self._local.overlay = dict(variables)
+
+    def share(self, overlay: dict[str, str | None]) -> None:
+        """The calling thread reads and writes ``overlay``, a rank's own (a thread that rank started)."""
+        self._local.overlay = overlay
 
     def unbind(self) -> None:
         self._local.overlay = None
@@ -111,6 +116,27 @@ def _with_rank_environment(init: Any) -> Any:
 _ENV_POSITION = 10  # env's index among Popen's parameters after self (args, bufsize, ..., cwd, env)
 
 
+def _sharing_the_rank_environment(start: Any) -> Any:
+    """``Thread.start`` that gives a thread started by a rank that rank's environment (the same overlay)."""
+
+    @functools.wraps(start)
+    def start_thread(self: threading.Thread) -> None:
+        view = os.environ
+        overlay = view._overlay() if isinstance(view, RankEnviron) else None
+        if isinstance(view, RankEnviron) and overlay is not None:
+            thread: Any = self  # its run is wrapped for this start
+            run = thread.run
+
+            def run_as_rank() -> None:
+                view.share(overlay)
+                run()
+
+            thread.run = run_as_rank
+        start(self)
+
+    return start_thread
+
+
 @contextmanager
 def installed() -> Iterator[RankEnviron]:
     """``os.environ`` is a :class:`RankEnviron` inside the block; the process mapping comes back after."""
@@ -119,12 +145,14 @@ def installed() -> Iterator[RankEnviron]:
         raise RuntimeError("a simulated world is already running in this process: simulated worlds run one at "
                            "a time; run the cases one after the other")
     view = RankEnviron(base)
-    popen: Any = subprocess.Popen  # its __init__ is replaced for the block
-    popen_init = popen.__init__
+    popen: Any = subprocess.Popen  # its __init__ and Thread.start are replaced for the block
+    thread: Any = threading.Thread
+    popen_init, thread_start = popen.__init__, thread.start
     os.environ = view  # noqa: B003 - a view over the same environment, not a new one
     popen.__init__ = _with_rank_environment(popen_init)
+    thread.start = _sharing_the_rank_environment(thread_start)
     try:
         yield view
     finally:
-        popen.__init__ = popen_init
+        popen.__init__, thread.start = popen_init, thread_start
         os.environ = base  # noqa: B003 - the process mapping back

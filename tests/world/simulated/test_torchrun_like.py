@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -137,13 +138,17 @@ def test_each_rank_reads_and_writes_its_own_environment() -> None:
                                capture_output=True, text=True, check=True).stdout.split()
         store = td.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
         store.set(f"rank{rank}", rank)  # the master address is a live store
+        from_thread: list[str] = []
+        helper = threading.Thread(target=lambda: from_thread.append(os.environ["MINE"] + os.environ["RANK"]))
+        helper.start()
+        helper.join()
         seen[info.rank] = (got, os.environ["MINE"], "ROLE_NAME" in os.environ, child, os.environ.copy()["MINE"],
-                           isinstance(os.environ, RankEnviron))
+                           isinstance(os.environ, RankEnviron), from_thread)
 
     assert passed(simulate(body, 4), 4)
     for rank in range(4):
         r = str(rank)
-        assert seen[rank] == ((r, r, "4", "0", True, "True"), r, False, [r, r], r, True), seen[rank]
+        assert seen[rank] == ((r, r, "4", "0", True, "True"), r, False, [r, r], r, True, [r + r]), seen[rank]
     assert dict(os.environ) == before and not isinstance(os.environ, RankEnviron)  # the process's, untouched
 
 
