@@ -227,13 +227,14 @@ class CaseSettings:
     scaling: bool
     isolation: str = "persistent"
     cpu_threshold_pct: float | None = None  # the marker's cpu_threshold= (None: the run's)
+    communicates: bool = True  # False: the case means its ranks never to use the world's group
     pair_budget_s: float | None = None  # paired gate: this case's seconds of block pairs (None: the run's)
     launcher: str = "fork"  # the marker's launcher="simulated" runs this case on simulated ranks
 
 
 SCALING_ARG = "dmlbench_world_size"  # the parameter ``scaling=True`` adds (ids ws1, ws2, ...)
 MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "cpu_threshold", "scaling", "isolation", "pair_budget",
-               "launcher")
+               "launcher", "communicates")
 
 
 def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where: str) -> CaseSettings:
@@ -261,7 +262,15 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
         pair_budget_s=None if budget is None else parse_positive_seconds(budget, f"{where}: pair_budget="),
         launcher=defaults.launcher if launcher is None else parse_launcher(launcher, f"{where}: launcher="),
         cpu_threshold_pct=None if cpu_threshold is None else parse_threshold(cpu_threshold, f"{where}: cpu_threshold="),
+        communicates=_flag(marker_kwargs.get("communicates", True), f"{where}: communicates="),
     )
+
+
+def _flag(value: Any, source: str) -> bool:
+    """A marker's True or False, refused in any other form (a string "False" would read as true)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{source} {value!r} must be True or False")
+    return value
 
 
 

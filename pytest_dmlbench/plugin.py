@@ -82,7 +82,7 @@ GATE_MARKER_DOC = (
 MARKER_DOC = (
     "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, cpu_threshold=None, scaling=False, "
     "isolation=None, "
-    "pair_budget=None, launcher=None): "
+    "pair_budget=None, launcher=None, communicates=True): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
 )
 

@@ -308,3 +308,33 @@ def test_a_process_exit_on_a_rank_is_refused_with_the_reason() -> None:
 
     report = failure_text(simulate(body, 2), 2, "simulated")
     assert "ProcessWide: os._exit(4) on simulated rank 1 would end the whole pytest process" in report, report
+
+
+def test_the_marker_says_a_case_means_its_ranks_to_stay_apart(tmp_path: Path) -> None:
+    """``communicates=False`` on the marker reaches the simulated engine; without it the same case fails; a value
+    that is not a bool is refused before the run."""
+    from tests.conftest import run_pytest, write_files
+
+    write_files(tmp_path, **{"test_apart.py": """
+        import pytest
+
+        @pytest.mark.dmlbench(world_size=2, launcher="simulated", communicates=False)
+        def test_apart(dist):
+            pass
+
+        @pytest.mark.dmlbench(world_size=2, launcher="simulated")
+        def test_never_talks(dist):
+            pass
+    """, "bad/test_bad.py": """
+        import pytest
+
+        @pytest.mark.dmlbench(world_size=2, launcher="simulated", communicates="no")
+        def test_bad_flag(dist):
+            pass
+    """})
+    run = run_pytest(tmp_path, "--dmlbench", "test_apart.py", "-rA")
+    assert run.returncode == 1, run.output
+    run.lines.fnmatch_lines(["*none of the 2 simulated ranks issued a collective*"])
+    run.lines.fnmatch_lines(["PASSED test_apart.py::test_apart", "FAILED test_apart.py::test_never_talks*"])
+    bad = run_pytest(tmp_path, "--dmlbench", "bad")
+    assert bad.returncode == 4 and "test_bad_flag: communicates= 'no' must be True or False" in bad.output
