@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+# Collective calls a step makes: an exact count in which any change, fewer calls or more, is a regression (a
+# skipped synchronisation is as wrong as an added one), whatever the threshold.
+CALL_COUNT_METRICS = frozenset({"collective_calls_per_step"})
+
 # Exact counts: the same work reads the same number every time, so two readings are compared exactly (equal,
-# or a difference that is the change itself); no test runs and none spends alpha.
-EXACT_COUNT_METRICS = frozenset({"comm_bytes_per_step"})
+# or a difference that is the change itself, judged by the threshold; calls by any change); no test runs and
+# none spends alpha.
+EXACT_COUNT_METRICS = frozenset({"comm_bytes_per_step", "flops_per_step"}) | CALL_COUNT_METRICS
 
 # Memory peaks: read once per block, steady within one world but offset between worlds (a process's allocator
 # state), so they are tested over readings from several worlds, or with the measured offset allowed for.

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from pytest_dmlbench.measure.clock import now
 from pytest_dmlbench.measure.comm import CommCounter, instrument_collectives
 from pytest_dmlbench.measure.cpu_time import CpuReader
+from pytest_dmlbench.measure.flops import FlopCount
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
 from pytest_dmlbench.results import MetricResult
 from pytest_dmlbench.results.stats import median
@@ -160,10 +161,12 @@ def benchmark_training(
     pair: the step and the twin on the same batch, each started at a barrier, the order alternating from
     round to round so that drift and order effects cancel. Metrics: ``step_time_s``, ``cpu_time_s`` (the
     ranks' CPU time on the step, summed over ranks),
-    ``throughput_samples_per_s`` (``global_batch_size`` / step time), ``comm_busy_fraction`` and
-    ``comm_bytes_per_step`` (instrumented collectives; max over ranks; left out, with a note, for DDP
-    without a Python communication hook, whose traffic is invisible), and with a twin ``exposed_comm_fraction`` and
-    ``compute_comm_ratio`` (``T(twin) / (T(step) - T(twin))``, inf when nothing is exposed).
+    ``throughput_samples_per_s`` (``global_batch_size`` / step time), ``comm_busy_fraction``,
+    ``comm_bytes_per_step`` and ``collective_calls_per_step`` (instrumented collectives; max over ranks; left
+    out, with a note, for DDP without a Python communication hook, whose traffic is invisible),
+    ``flops_per_step`` (summed over ranks, counted in the first warm-up round: :mod:`.flops`), and with a
+    twin ``exposed_comm_fraction`` and ``compute_comm_ratio`` (``T(twin) / (T(step) - T(twin))``, inf when
+    nothing is exposed).
     """
     if global_batch_size < 1:
         raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
@@ -188,7 +191,9 @@ def benchmark_training(
             sync_device()
         return now() - start, cpu.read() - cpu_start, float(loss)
 
-    def body() -> tuple[float, float, float, float, float]:
+    flops = FlopCount(enabled=plan.warmup > 0)
+
+    def body() -> tuple[float, float, float, float, float, float, float]:
         inputs, targets = next(cycle)
         twin_first = twin_step is not None and next(pair_index) % 2 == 1
         twin_time = 0.0
@@ -196,16 +201,21 @@ def benchmark_training(
             twin_time, _, _ = timed(twin_step, inputs, targets)
             sync.barrier()
         counter.reset()
-        step_time, step_cpu, loss = timed(step, inputs, targets)
-        busy, nbytes = counter.busy_s, counter.bytes
+        if flops.pending:  # the first warm-up round's step, counted and never timed
+            with flops.counting():
+                step_time, step_cpu, loss = timed(step, inputs, targets)
+        else:
+            step_time, step_cpu, loss = timed(step, inputs, targets)
+        busy, nbytes, calls = counter.busy_s, counter.bytes, counter.calls
         if not twin_first and twin_step is not None:
             sync.barrier()
             twin_time, _, _ = timed(twin_step, inputs, targets)
         losses.append(loss)
-        return step_time, twin_time, busy / step_time if step_time > 0 else 0.0, float(nbytes), step_cpu
+        return (step_time, twin_time, busy / step_time if step_time > 0 else 0.0, float(nbytes), float(calls),
+                step_cpu, flops.value)
 
     with instrument_collectives(counter):
-        rows = run_rounds(body, plan, width=5, sync=sync, summed=1)
+        rows = run_rounds(body, plan, width=7, sync=sync, summed=2)
     step_times = [r[0] for r in rows]
     twin_times = [r[1] for r in rows]
 
@@ -217,13 +227,18 @@ def benchmark_training(
     }
     notes: list[str] = []
     if cpu.readable:
-        metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", [r[4] for r in rows])
+        metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", [r[5] for r in rows])
     elif cpu.missing:
         notes.append(cpu.missing)
+    if flops.counted:
+        metrics["flops_per_step"] = MetricResult.of("flops_per_step", [r[6] for r in rows])
+    else:
+        notes.append(flops.missing_note())
     unseen = unseen_communication(strategy) if sync.world_size > 1 else None
     if unseen is None:
         metrics["comm_busy_fraction"] = MetricResult.of("comm_busy_fraction", [r[2] for r in rows])
         metrics["comm_bytes_per_step"] = MetricResult.of("comm_bytes_per_step", [r[3] for r in rows])
+        metrics["collective_calls_per_step"] = MetricResult.of("collective_calls_per_step", [r[4] for r in rows])
     else:
         notes.append(unseen)
     of_medians: float | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from pytest_dmlbench.gates.figures import EXACT_COUNT_METRICS, SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import CALL_COUNT_METRICS, EXACT_COUNT_METRICS, SINGLE_READING_METRICS
 from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.paired.memory_peaks import peak_test
 from pytest_dmlbench.gates.paired.pairs import BlockPair
@@ -77,9 +77,14 @@ def exact_verdict(writer: VerdictWriter, item: JudgedItem, metric: MetricResult,
     assert metric.better is not None
     kind = SingleReading(a, b, metric.better, threshold).kind()
     same = "the same count on both sides" if a == b else "a difference that is the change itself"
+    rule = "judged by the threshold alone"
+    if metric.name in CALL_COUNT_METRICS:
+        kind = "regression" if a != b else "unchanged"
+        rule = ("and any change in the calls a step makes is a regression, fewer or more (a skipped synchronisation "
+                "or an added one), whatever the threshold")
     evidence = (f"an exact count, compared exactly: {format_quantity(a, metric.unit)} in each of the working tree's "
-                f"{blocks} blocks, {format_quantity(b, metric.unit)} in each of REF's; {same}, judged by the threshold "
-                "alone (no test, no share of alpha spent)")
+                f"{blocks} blocks, {format_quantity(b, metric.unit)} in each of REF's; {same}, {rule} (no test, no "
+                "share of alpha spent)")
     return writer.write(item, metric, kind, b, a, threshold, evidence, detectable_pct=0.0)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.gates.figures import EXACT_COUNT_METRICS, MEMORY_PEAK_METRICS
+from pytest_dmlbench.gates.figures import CALL_COUNT_METRICS, EXACT_COUNT_METRICS, MEMORY_PEAK_METRICS
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
 from pytest_dmlbench.gates.stored.block_test import Alternative, block_samples, block_test
 from pytest_dmlbench.gates.stored.detectable import detectable_pct
@@ -41,7 +41,7 @@ from pytest_dmlbench.gates.stored.proof import (
     settle_advice,
     within_run_interval,
 )
-from pytest_dmlbench.gates.stored.single_reading import exact_count, memory_peak
+from pytest_dmlbench.gates.stored.single_reading import call_count, exact_count, memory_peak
 from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import Decision, word
 from pytest_dmlbench.results import CaseResult, Direction, MetricResult, RunResults, Verdict, VerdictKind
@@ -161,7 +161,10 @@ def compare_metric(
         "between_runs_p": runs_test.p_value if runs_test is not None else None, "runs": len(run_medians),
     }
     if current.name in EXACT_COUNT_METRICS or current.name in MEMORY_PEAK_METRICS:
-        if current.name in EXACT_COUNT_METRICS:
+        if current.name in CALL_COUNT_METRICS:
+            single = call_count(base_median, cur_median, unit)
+            more["p_value"] = more["between_runs_p"] = None  # no test ran
+        elif current.name in EXACT_COUNT_METRICS:
             single = exact_count(base_median, cur_median, bad_pct, threshold_pct, unit)
             more["p_value"] = more["between_runs_p"] = None  # no test ran
         else:

@@ -61,6 +61,20 @@ def exact_count(base: float, cur: float, bad_pct: float, threshold_pct: float, u
                      detectable_pct=0.0)
 
 
+def call_count(base: float, cur: float, unit: str) -> Judgement:
+    """Two medians of a collective call count: equal is ``unchanged``, any difference a regression."""
+    unusable = _not_finite("a call count", base, cur)
+    if unusable is not None:
+        return unusable
+    if base == cur:
+        return Judgement("unchanged", f"collective calls counted exactly: the same {_exact(cur, unit)} a step; no "
+                         "test ran, no alpha spent", detectable_pct=0.0)
+    return Judgement("regression", f"collective calls counted exactly: {_exact(cur, unit)} a step against "
+                     f"{_exact(base, unit)}; any change in the calls a step makes is a regression, fewer or more (a "
+                     "skipped synchronisation or an added one), whatever the threshold; no test ran, no alpha spent",
+                     None, 0.0)
+
+
 def memory_peak(base: float, cur: float, bad_pct: float, threshold_pct: float, unit: str,
                 runs_test: BetweenRunTest | None, runs: int, min_runs: int, alpha: float,
                 refresh_command: str) -> Judgement:

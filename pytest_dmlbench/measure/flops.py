@@ -1,0 +1,41 @@
+"""FLOPs per step, counted by torch's flop counter in the first warm-up round, so no timed round pays for it.
+
+``torch.utils.flop_counter.FlopCounterMode`` counts the floating-point operations of the operators it knows
+(matrix products, convolutions, attention): exact, the same for the same work every time. It does not count
+elementwise or memory-bound work (activations, normalisation, optimizer updates, copies): a slowdown there
+is left to CPU time and wall time. The count is summed over ranks by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class FlopCount:
+    """One step's FLOPs on this rank, counted once in a warm-up round (``enabled`` only when there is one)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.counted = False
+        self.value = 0.0
+
+    @property
+    def pending(self) -> bool:
+        """Whether the next step is the one to count."""
+        return self.enabled and not self.counted
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """Count the operators run inside the block as this rank's FLOPs per step."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        mode = FlopCounterMode(display=False)
+        with mode:
+            yield
+        self.value = float(mode.get_total_flops())
+        self.counted = True
+
+    def missing_note(self) -> str:
+        return ("flops_per_step is counted in the first warm-up round, and this measurement had none (warmup=0): "
+                "not recorded")

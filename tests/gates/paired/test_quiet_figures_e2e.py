@@ -1,0 +1,113 @@
+"""The quiet figures end to end in the paired gate, in a real git repository on a real gloo world: collective
+calls and FLOPs counted exactly, CPU time judged at its own threshold and blind to a sleep."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_pytest, write_files
+from tests.gates.paired.gitrepo import make_repo
+
+LIB_REF = """
+    import time
+    import torch
+    import torch.distributed as dist
+
+    CALLS = 1
+    WIDTH = 32
+    SPIN = 1.0
+    NAP = 0.004
+
+    def synced_step(inputs, targets, loss_fn):  # the same 64 floats, in CALLS all_reduces
+        for part in torch.ones(64).chunk(CALLS):
+            dist.all_reduce(part.clone())
+        time.sleep(0.005)
+        return 0.0
+
+    def matmul_step(inputs, targets, loss_fn):
+        a = torch.ones(WIDTH, WIDTH)
+        (a @ a).sum()
+        time.sleep(0.005)
+        return 0.0
+
+    def work(n):
+        total = 0.0
+        for i in range(n):
+            total += i * 0.5
+        return total
+
+    def spin():  # SPIN times the work
+        return work(int(20000 * SPIN))
+
+    def nap():  # the same work, after a longer sleep
+        time.sleep(NAP)
+        return work(20000)
+"""
+CASES = """
+    import pytest
+    import torch
+    import lib
+
+    BATCH = [(torch.zeros(1), torch.zeros(1))]
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_calls(dist, dmlbench):
+        dmlbench.train(lib.synced_step, BATCH, global_batch_size=2, loss_fn=None)
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    def test_flops(dist, dmlbench):
+        dmlbench.train(lib.matmul_step, BATCH, global_batch_size=2, loss_fn=None)
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50, cpu_threshold=50)
+    def test_spin(dist, dmlbench):
+        dmlbench(lib.spin)
+
+    @pytest.mark.dmlbench(world_size=2, threshold=50, cpu_threshold=50)
+    def test_nap(dist, dmlbench):
+        dmlbench(lib.nap)
+"""
+CHANGE = {"CALLS = 1": "CALLS = 2", "WIDTH = 32": "WIDTH = 64", "SPIN = 1.0": "SPIN = 2.5", "NAP = 0.004": "NAP = 0.02"}
+
+
+def _changed(lib: str) -> str:
+    for old, new in CHANGE.items():
+        lib = lib.replace(old, new)
+    return lib
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, object]]]:
+    repo = make_repo(tmp_path_factory.mktemp("quiet") / "repo", **{
+        "lib.py": LIB_REF, "test_cases.py": CASES, "pytest.ini": "[pytest]\n"})
+    write_files(repo, **{"lib.py": _changed(LIB_REF)})  # the change under test, uncommitted
+    results = repo.parent / "results.json"
+    run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-json", str(results),
+                     "--dmlbench-block-seconds", "0.05", timeout=900)
+    assert run.returncode == 1, run.output  # the added collective, the FLOPs and the spin fail their cases
+    return {case["nodeid"].split("::")[-1]: {v["metric"]: v for v in case["verdicts"]}
+            for case in json.loads(results.read_text())["cases"]}
+
+
+def test_an_added_collective_is_a_regression_counted_exactly(verdicts: dict[str, dict[str, dict[str, object]]]) -> None:
+    calls = verdicts["test_calls"]["collective_calls_per_step"]
+    assert calls["kind"] == "regression", calls
+    assert (calls["baseline_median"], calls["current_median"]) == (1.0, 2.0)
+    assert "any change in the calls a step makes is a regression" in str(calls["message"])
+    # negative control: the same 64 floats were sent, so the bytes read the same, exactly
+    assert verdicts["test_calls"]["comm_bytes_per_step"]["kind"] == "unchanged"
+
+
+def test_more_counted_work_is_a_regression_of_flops(verdicts: dict[str, dict[str, dict[str, object]]]) -> None:
+    flops = verdicts["test_flops"]["flops_per_step"]
+    assert flops["kind"] == "regression" and flops["current_median"] == 8 * flops["baseline_median"], flops  # type: ignore[operator]
+    assert verdicts["test_flops"]["collective_calls_per_step"]["kind"] == "unchanged"  # negative control
+
+
+def test_cpu_time_sees_more_work_and_not_a_sleep(verdicts: dict[str, dict[str, dict[str, object]]]) -> None:
+    spin = verdicts["test_spin"]["cpu_time_s"]
+    assert spin["kind"] == "regression" and spin["threshold_pct"] == 50.0, spin
+    nap = verdicts["test_nap"]
+    assert nap["step_time_s"]["kind"] == "regression", nap["step_time_s"]  # 4 ms -> 20 ms of sleep
+    assert nap["cpu_time_s"]["kind"] != "regression", nap["cpu_time_s"]  # the same work: CPU time cannot see it
