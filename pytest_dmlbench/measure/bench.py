@@ -10,7 +10,8 @@ all ranks. This rank's peak memory over the whole case is measured here (the one
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_dmlbench.measure.dist_info import DistInfo
@@ -29,6 +30,7 @@ DEFAULT_ROUNDS = 30  # the fewest rounds of a default measurement
 DEFAULT_MIN_TIME_S = 1.0  # a default measurement runs until this much measured time (several blocks' worth)
 DEFAULT_MAX_ROUNDS = 2000
 DEFAULT_WARMUP = 2
+MAX_SCRIPT_STEPS = 2000  # a script's iterations kept after its warm-up (the exchange of them is one vector)
 COLLECTIVE_BLOCK_MIN_ROUNDS = 5  # a collective's block: enough rounds for a median
 
 
@@ -123,6 +125,35 @@ class RankBench:
                                   device=self.dist.device, check=check)
         self.metrics.update(result.metrics())
         return result
+
+    @contextmanager
+    def training_steps(self, *, samples_per_step: int | None = None, warmup: int = DEFAULT_WARMUP) -> Iterator[None]:
+        """Time each training iteration the block runs, in code the case did not change (``run_script(...)``, a
+        ``Trainer(...).train()``): from the first forward with gradients to the optimizer step
+        (:mod:`~pytest_dmlbench.measure.script_steps`), so start-up, data loading and evaluation are left out.
+        Records ``step_time_s`` (max over ranks), ``cpu_time_s`` (summed over ranks) and, with
+        ``samples_per_step`` (global samples a step trains on), ``throughput_samples_per_s``; the first ``warmup``
+        iterations are not kept. Every rank must run the block."""
+        from pytest_dmlbench.measure.rounds import RankSync
+        from pytest_dmlbench.measure.script_steps import StepClock
+
+        clock = StepClock()
+        with clock.watching():
+            yield
+        sync = RankSync()
+        steps = -int(sync.max([-float(len(clock.wall))])[0])  # iterations every rank made
+        kept = slice(max(0, warmup), min(steps, max(0, warmup) + MAX_SCRIPT_STEPS))
+        if kept.start >= kept.stop:
+            self.notes.append(f"the timed block made {steps} training step(s) on every rank, no more than its "
+                              f"{warmup} warm-up step(s): no step time recorded (lower warmup=, or run more steps)")
+            return
+        wall = sync.max(clock.wall[kept])
+        self.metrics["step_time_s"] = MetricResult.of("step_time_s", wall)
+        if clock.cpu_reader.readable:
+            self.metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", sync.sum(clock.cpu[kept]))
+        if samples_per_step is not None:
+            self.metrics["throughput_samples_per_s"] = MetricResult.of(
+                "throughput_samples_per_s", [samples_per_step / t if t > 0 else float("nan") for t in wall])
 
     def record(self, name: str, samples: Iterable[float] | float, *, unit: str | None = None,
                better: Better = None) -> MetricResult:

@@ -136,6 +136,10 @@ class RankSync:
         """Element-wise max over ranks of ``values`` (also a barrier)."""
         return self.exchange(0.0, values)[1]
 
+    def sum(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sum over ranks of ``values`` (each rank's in a slot of its own; also a barrier)."""
+        return _slot_sums(self.max(_own_slots(values, self)), len(values))
+
 
 def run_rounds(
     body: Callable[[], Sequence[float]],
