@@ -121,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         lacking = sorted(SINGLE_READING_METRICS - recorded_names)
         if lacking:
             print(f"  not in these recordings: {', '.join(lacking)} (recordings made before 0.4.0 keep the timed "
-                  "figures' block medians only; replaying memory peaks and exact counts needs recordings that keep "
-                  "their per-block readings, as paired runs do from 0.4.0 on)")
+                  "figures' block medians only, and those made before a figure was recorded lack it; replaying memory "
+                  "peaks and exact counts needs recordings that keep their per-block readings, as paired runs do "
+                  "from 0.4.0 on)")
     for nodeid, count in sorted(red_by_case.items(), key=lambda kv: -kv[1])[:10]:
         print(f"  red in {count} night(s): {nodeid}")
     for pct in (float(v) for v in args.slowdowns.split(",") if v.strip()):

@@ -34,7 +34,8 @@ def test_a_replay_reports_the_settled_share_and_names_what_old_recordings_lack(
     out = capsys.readouterr().out
     assert "unchanged code: 0 of 3 nights red" in out
     assert "settled share of the judged figures: median 100.0 %" in out  # 1 % noise: every figure proven
-    assert "not in these recordings: comm_bytes_per_step, peak_cuda_mb, peak_rss_mb" in out
+    assert ("not in these recordings: collective_calls_per_step, comm_bytes_per_step, flops_per_step, peak_cuda_mb, "
+            "peak_rss_mb") in out
     new = _night(tmp_path / "new.json", memory=True)
     assert replay_nights.main([str(new), "--nights", "3", "--slowdowns", ""]) == 0
     out = capsys.readouterr().out
