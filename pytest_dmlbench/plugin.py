@@ -250,7 +250,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(NotJudgedLedger(), "dmlbench-not-judged")
     engine = _engine_for(settings, facts)
     config.stash[ENGINE_KEY] = engine
-    run = {**facts.to_dict(settings.world_size, settings.threshold_pct), **commit_fact(config.rootpath),
+    run = {**facts.to_dict(settings.world_size, settings.threshold_pct),
+           "cpu_threshold_pct": settings.cpu_threshold_pct, **commit_fact(config.rootpath),
            "launcher": settings.launcher, "isolation": settings.isolation}
     from pytest_dmlbench.world.launched import launched_externally
 

@@ -23,6 +23,7 @@ from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.paired.trial import Trial
 from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter
 from pytest_dmlbench.gates.run_level import RunLevelRule
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import fails
 from pytest_dmlbench.results import MetricResult, Verdict
 
@@ -56,7 +57,8 @@ class Replay:
         self.judgements.append(judgement)
         directed = {name: MetricResult(name, unit, better, [math.nan]) for name, (unit, better) in case.figures.items()}
         units = {name: unit for name, (unit, _) in case.figures.items()}
-        return self.trial.judge_case(item, directed, units, case.threshold_pct, source, judgement, source.now())
+        thresholds = Thresholds(case.threshold_pct, case.cpu_threshold_pct)
+        return self.trial.judge_case(item, directed, units, thresholds, source, judgement, source.now())
 
 
 @dataclass(frozen=True)

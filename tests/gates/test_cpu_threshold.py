@@ -102,3 +102,32 @@ def test_a_bad_cpu_threshold_is_named_with_its_case() -> None:
     assert case_settings({"cpu_threshold": "3%"}, defaults, "t.py::a").cpu_threshold_pct == 3.0
     with pytest.raises(ConfigError, match=r"t.py::b: cpu_threshold=.*percentage"):
         case_settings({"cpu_threshold": "fast"}, defaults, "t.py::b")
+
+
+def _recording(path: Path, run_cpu: float | None) -> Path:
+    import json
+
+    rng = random.Random(3)
+    a = {"step_time_s": [0.01 * rng.gauss(1, 0.02) for _ in range(8)],
+         "cpu_time_s": [0.004 * 1.05 * rng.gauss(1, 0.005) for _ in range(8)]}
+    b = {"step_time_s": [0.01 * rng.gauss(1, 0.02) for _ in range(8)],
+         "cpu_time_s": [0.004 * rng.gauss(1, 0.005) for _ in range(8)]}
+    case = {"nodeid": "t.py::test_step", "world_size": 2,
+            "metrics": {name: {"unit": "s", "better": "lower"} for name in ("step_time_s", "cpu_time_s")},
+            "extra": {"paired": {"block_medians": [{"a_first": [True] * 8, "a": a, "b": b}], "seconds": 8.0}}}
+    path.write_text(json.dumps({"run": {"threshold_pct": 10, "cpu_threshold_pct": run_cpu}, "cases": [case]}))
+    return path
+
+
+def test_a_replay_judges_cpu_time_as_the_recorded_run_did(tmp_path: Path) -> None:
+    from pytest_dmlbench.gates.paired.recorded import load_recorded
+    from pytest_dmlbench.gates.replay import Replay
+
+    judged = load_recorded([_recording(tmp_path / "judged.json", 2.5)])["t.py::test_step"]
+    assert judged.cpu_threshold_pct == 2.5 and "cpu_time_s" in judged.figures
+    replay = Replay(0.01, 1)
+    verdicts = {v.metric: v for v in replay.replay_case(judged, random.Random(0))}
+    assert verdicts["cpu_time_s"].threshold_pct == 2.5 and verdicts["step_time_s"].threshold_pct == 10.0
+    # a run that did not judge CPU time is replayed without it, as the live gate would judge it
+    unjudged = load_recorded([_recording(tmp_path / "unjudged.json", None)])["t.py::test_step"]
+    assert unjudged.cpu_threshold_pct is None and "cpu_time_s" not in unjudged.figures

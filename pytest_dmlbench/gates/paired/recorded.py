@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import CPU_TIME_METRICS, SINGLE_READING_METRICS
 from pytest_dmlbench.gates.paired.pairs import BlockPair, ListSource
 from pytest_dmlbench.results import Direction
 
@@ -43,6 +43,7 @@ class RecordedCase:
     runs: list[list[Pair]] = field(default_factory=list)
     seconds_per_pair: list[float] = field(default_factory=list)
     budget_s: float = 60.0
+    cpu_threshold_pct: float | None = None  # CPU time's threshold in the recorded run (None: it was not judged)
 
     @property
     def pairs(self) -> int:
@@ -83,8 +84,11 @@ def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
         for case in document.get("cases", []):
             paired = (case.get("extra") or {}).get("paired") or {}
             stages = paired.get("block_medians") or []
+            # CPU time is replayed only where the recorded run judged it, at the threshold it judged it at
+            cpu_threshold = case.get("cpu_threshold_pct") or (document.get("run") or {}).get("cpu_threshold_pct")
             figures = {name: (m["unit"], m["better"]) for name, m in case.get("metrics", {}).items()
                        if m.get("better") in ("higher", "lower")
+                       and (name not in CPU_TIME_METRICS or cpu_threshold is not None)
                        and any(name in stage.get("a", {}) for stage in stages)}
             pairs = _pairs_of(stages, list(figures))
             if not pairs:
@@ -93,7 +97,8 @@ def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
             recorded = cases.setdefault(case["nodeid"], RecordedCase(
                 case["nodeid"], int(case.get("world_size") or 0),
                 float(case.get("threshold_pct") or run_threshold), figures,
-                budget_s=float(paired.get("budget_s") or 60.0)))
+                budget_s=float(paired.get("budget_s") or 60.0),
+                cpu_threshold_pct=None if cpu_threshold is None else float(cpu_threshold)))
             recorded.figures.update(figures)
             recorded.runs.append(pairs)
             recorded.seconds_per_pair.append(float(paired.get("seconds") or 0.0) / len(pairs))

@@ -81,10 +81,6 @@ class CompareSettings:
                else parse_threshold(case.cpu_threshold_pct, f"cpu_threshold of {case.nodeid}"))
         return Thresholds(default, cpu)
 
-    def threshold_for(self, case: CaseResult) -> float:
-        """Per-case threshold (marker ``threshold=``) beats the run default (every figure but CPU time)."""
-        return self.thresholds_for(case).default_pct
-
 
 def _finite(samples: Sequence[float]) -> tuple[list[float], int]:
     kept = [s for s in samples if not math.isnan(s)]
