@@ -98,3 +98,27 @@ def mark_call_phase_reported(item: pytest.Function) -> None:
     except ImportError:
         return
     item.stash.setdefault(tmppath_result_key, {})
+
+
+def finish_progress_row(reporter: Any) -> None:
+    """End the terminal reporter's current row of result letters with its progress (``[ 42%]`` at the right
+    edge, as pytest ends a full row), so that a line printed after it leaves pytest's progress row whole
+    (``TerminalReporter._show_progress_info`` and ``_write_progress_information_filling_space``). Nothing is
+    written where pytest shows no progress (``console_output_style = classic``)."""
+    if not hasattr(reporter, "_show_progress_info"):
+        raise changed("TerminalReporter._show_progress_info", "end pytest's progress row before a line of figures")
+    if not reporter._show_progress_info:
+        return
+    fill = getattr(reporter, "_write_progress_information_filling_space", None)
+    if fill is None:
+        raise changed("TerminalReporter._write_progress_information_filling_space",
+                      "end pytest's progress row before a line of figures")
+    fill()
+
+
+def start_rows_afresh(reporter: Any) -> None:
+    """Make the terminal reporter start the next file's row without first ending the current one with its
+    progress (``TerminalReporter.currentfspath``): a line printed after the last row already ended it."""
+    if not hasattr(reporter, "currentfspath"):
+        raise changed("TerminalReporter.currentfspath", "start pytest's next row after a line of figures")
+    reporter.currentfspath = None

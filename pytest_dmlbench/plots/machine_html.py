@@ -1,8 +1,8 @@
 """The machine section of ``report.html``: the results file's fingerprint as a readable table.
 
 Each fact gets a name a person reads (``boot_time`` -> "booted"), times are dates (UTC), sizes carry
-their units, lists are joined and missing values say so; facts this module does not know are shown by
-their key with their value as written.
+their units, lists are joined and missing values say so; a fact this module does not know is named from
+its key (``scratch_bytes`` -> "scratch bytes") with its value as written.
 """
 
 from __future__ import annotations
@@ -41,8 +41,28 @@ def _plain(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(_plain(v) for v in value)
     if isinstance(value, Mapping):
-        return "; ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+        return "; ".join(f"{k}: {_plain(v)}" for k, v in value.items()) or "none"
     return str(value)
+
+
+def _gpu_details(value: Any) -> str:
+    """``0: NVIDIA H200, 143.8 GB, compute 9.0`` per device, or "none"."""
+    if not isinstance(value, list) or not all(isinstance(d, Mapping) for d in value):
+        return _plain(value)
+    return "; ".join(f"{d.get('index', '?')}: {d.get('name', '?')}, {_plain(d.get('memory_gb'))} GB, "
+                     f"compute {d.get('capability', '?')}" for d in value) or "none"
+
+
+def _available(value: Any) -> str:
+    """The names of the backends marked available (``gloo, mpi``), or "none"."""
+    if not isinstance(value, Mapping):
+        return _plain(value)
+    return ", ".join(name for name, ok in value.items() if ok) or "none"
+
+
+def label(key: str) -> str:
+    """A fact this module does not know, named from its key: ``scratch_bytes`` -> "scratch bytes"."""
+    return key.replace("_", " ")
 
 
 KNOWN: dict[str, tuple[str, Callable[[Any], str]]] = {
@@ -61,6 +81,13 @@ KNOWN: dict[str, tuple[str, Callable[[Any], str]]] = {
     "gpus": ("GPUs", _plain),
     "backend": ("backend", _plain),
     "boot_time": ("booted", _date),
+    "physical_cores": ("physical cores", _plain),
+    "platform": ("platform", _plain),
+    "torchvision": ("torchvision", _plain),
+    "cudnn": ("cuDNN", _plain),
+    "gpu_details": ("GPU details", _gpu_details),
+    "backends_available": ("backends available", _available),
+    "distributed_env": ("distributed variables", _plain),
 }
 """Fingerprint key -> (row name, formatter), in the order the table lists them."""
 
@@ -71,10 +98,10 @@ def readable(key: str, value: Any) -> tuple[str, str]:
         name, show = KNOWN[key]
         return name, show(value)
     if key.endswith("_bytes") and isinstance(value, int | float):
-        return key, format_quantity(float(value), "bytes")
+        return label(key), format_quantity(float(value), "bytes")
     if key.endswith(("_time", "_at")):
-        return key, _date(value)
-    return key, _plain(value)
+        return label(key), _date(value)
+    return label(key), _plain(value)
 
 
 def machine_table(machine: Mapping[str, Any]) -> str:

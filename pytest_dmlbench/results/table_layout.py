@@ -1,10 +1,10 @@
 """The results table laid out for a terminal: every line fits its width (pytest's terminal width, or
 ``COLUMNS``, or 80 columns in a pipe or a CI log).
 
-Case ids lose the directory all of them share (named once above the table) and keep the test part; an id
-that still does not fit wraps at natural points (:func:`pytest_dmlbench.results.table.wrap_nodeid`). When the
-figures leave too little room beside the id, each case's id gets a line of its own above its figures. Every
-note and message is wrapped to the width.
+Case ids lose the directory all of them share (named once above the table) and keep the test part. When
+whole ids leave the figures too little room, the table is grouped: each file and each test function with
+several cases named once, a case by its parameters beside its figures; a label that still does not fit
+gets a line of its own above them. Every note and message is wrapped to the width.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from pytest_dmlbench.results.units import named_scale
 
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 40
-MIN_CASE_COLUMN = 30
 GAP = "  "
 INDENT = "    "
 NOT_COMPARED = ("no verdicts: no case had a baseline or a REF to compare with, so there are no change and verdict "
@@ -147,9 +146,8 @@ def _compact_cells(case: CaseResult, with_verdicts: bool) -> list[str]:
 
 
 def compact_lines(results: RunResults, ids: dict[str, str], width: int) -> list[str]:
-    """One row per case: id, ranks, headline metric and median (change and verdict when compared). An id
-    that does not fit beside the figures gets a line of its own above them; when the figures leave less
-    than :data:`MIN_CASE_COLUMN` characters, every id does."""
+    """One row per case: id, ranks, headline metric and median (change and verdict when compared). When an
+    id does not fit beside the figures, the table is grouped (:func:`grouped_lines`)."""
     with_verdicts = compared(results)
     header = ["case", "ws", "headline metric", "median"] + (["change", "verdict"] if with_verdicts else [])
     right = frozenset({1, 3})
@@ -158,20 +156,81 @@ def compact_lines(results: RunResults, ids: dict[str, str], width: int) -> list[
     figures = [[_ranks(c, results), *_compact_cells(c, with_verdicts)] for c in cases]
     _, total = _grid([header[1:], *figures])
     room = width - total - len(GAP)
-    widths = _widths([header[1:], *figures])
-    if room < min(MIN_CASE_COLUMN, max(len(n) for n in names)):  # every id on a line of its own
-        right = frozenset(i - 1 for i in right)
-        lines = [_line(header[1:], widths, right, GAP), _line(["-" * w for w in widths], widths, right, GAP)]
-        for name, row in zip(names, figures, strict=True):
-            lines += [*id_lines(name, width), _line(row, widths, right, GAP)]
-        return lines
-    widths = [max([len(header[0])] + [len(n) for n in names if len(n) <= room]), *widths]
+    if room < max(len(n) for n in names):
+        return grouped_lines(cases, names, results, width)
+    widths = [max([len(header[0]), *(len(n) for n in names)]), *_widths([header[1:], *figures])]
     lines = [_line(header, widths, right), _line(["-" * w for w in widths], widths, right)]
-    for name, row in zip(names, figures, strict=True):
-        if len(name) > widths[0]:
-            lines += id_lines(name, width)
-            name = ""
-        lines.append(_line([name, *row], widths, right))
+    lines += [_line([name, *row], widths, right) for name, row in zip(names, figures, strict=True)]
+    return lines
+
+
+SHORT_HEADLINES = {
+    "throughput_samples_per_s": "throughput",
+    "busbw_gbps": "busbw",
+    "memcpy_gbps": "memcpy bw",
+    "time_to_accuracy_s": "time to acc",
+    "step_time_s": "step time",
+    "total_time_s": "total time",
+}
+"""The headline metric's label in a grouped table, where its full name leaves the ids no room (``-v`` and
+the JSON give the names; the median's unit says the rest)."""
+
+
+def _tree(names: Sequence[str]) -> list[tuple[int, str, int | None]]:
+    """The table's case column as a tree: ``(depth, label, index of the case or None)`` for a file's line,
+    a test function's line when it has several cases, and each case (its parameters, or its test name)."""
+    rows: list[tuple[int, str, int | None]] = []
+    parts = [name.partition("::") for name in names]
+    functions = [rest.partition("[")[0] if sep else "" for _, sep, rest in parts]
+    shown_file, shown_function = None, None
+    for index, (file, sep, rest) in enumerate(parts):
+        if not sep:
+            rows.append((0, file, index))
+            shown_file = shown_function = None
+            continue
+        if file != shown_file:
+            rows.append((0, file, None))
+            shown_file, shown_function = file, None
+        function = functions[index]
+        siblings = sum(1 for f, (other, _, _) in zip(functions, parts, strict=True) if f == function and other == file)
+        if siblings > 1 and rest != function:
+            if function != shown_function:
+                rows.append((1, function, None))
+                shown_function = function
+            rows.append((1, rest[len(function):], index))  # ``[params]`` under its function's line
+        else:
+            rows.append((1, rest, index))
+            shown_function = None
+    return rows
+
+
+def grouped_lines(cases: Sequence[CaseResult], names: Sequence[str], results: RunResults,
+                  width: int) -> list[str]:
+    """The one-line-per-case table when whole ids leave the figures too little room: each file named once
+    on a line of its own, a test function with several cases once above them, and each case by its
+    parameters (``[params]``, under the function's line) or its test name beside its figures; headline
+    metrics by their short labels (:data:`SHORT_HEADLINES`). A case whose label still does not fit gets a
+    line of its own above its figures; the header keeps its ``case`` column."""
+    with_verdicts = compared(results)
+    header = ["case", "ws", "headline", "median"] + (["change", "verdict"] if with_verdicts else [])
+    right = frozenset({1, 3})
+    figures = [[_ranks(c, results), *_compact_cells(c, with_verdicts)] for c in cases]
+    for row in figures:
+        row[1] = SHORT_HEADLINES.get(row[1], row[1])
+    widths = _widths([header[1:], *figures])
+    room = max(len(header[0]), width - sum(widths) - len(GAP) * len(widths))
+    tree = [(INDENT[:2] * depth + label, index) for depth, label, index in _tree(names)]
+    widths = [max([len(header[0]), *(len(label) for label, index in tree if index is not None and len(label) <= room)]),
+              *widths]
+    lines = [_line(header, widths, right), _line(["-" * w for w in widths], widths, right)]
+    for label, index in tree:
+        if index is None:
+            lines += id_lines(label, width)
+            continue
+        if len(label) > widths[0]:
+            lines += id_lines(label, width)
+            label = ""
+        lines.append(_line([label, *figures[index]], widths, right))
     return lines
 
 

@@ -81,13 +81,18 @@ def test_messages_wrap_instead_of_running_off_in_pre(page: tuple[str, list[str]]
 def test_machine_table_shows_dates_and_units_not_python_reprs() -> None:
     machine = {"cpu_model": "AMD EPYC", "memory_gib": 24, "available_memory_gib": 20.8, "cpu_mhz": 2596.1,
                "boot_time": 1795477610.0, "gpus": [], "nccl": None, "cuda": "13.0", "scratch_bytes": 3_500_000_000,
-               "custom": {"a": 1}}
+               "custom": {"a": 1}, "physical_cores": 1, "backends_available": {"gloo": True, "nccl": False},
+               "gpu_details": [{"index": 0, "name": "H200", "memory_gb": 143.8, "capability": "9.0"}],
+               "distributed_env": {}}
     table = machine_table(machine)
     rows = dict(re.findall(r"<tr><th>([^<]*)</th><td>([^<]*)</td></tr>", table))
     assert rows["booted"] == "2026-11-23 23:46 UTC"
     assert rows["memory"] == "24 GiB" and rows["memory available at the start"] == "20.8 GiB"
     assert rows["CPU clock"] == "2596 MHz" and rows["GPUs"] == "none" and rows["NCCL"] == "none"
-    assert rows["scratch_bytes"] == "3.5 GB" and rows["custom"] == "a: 1"
+    assert rows["scratch bytes"] == "3.5 GB" and rows["custom"] == "a: 1"
+    assert rows["physical cores"] == "1" and rows["backends available"] == "gloo"
+    assert rows["GPU details"] == "0: H200, 143.8 GB, compute 9.0" and rows["distributed variables"] == "none"
+    assert not any("_" in name for name in rows), list(rows)  # every row named by a label, none by a raw key
     assert not re.search(r"None|\[\]|1795477610|\{", table)
     assert list(rows)[:2] == ["CPU", "CPU clock"]
 

@@ -74,16 +74,17 @@ def test_compared_table_fits_the_width_shows_whole_short_ids_and_headline_verdic
     _, results = compared_run()
     table = terminal_table(results, width=width)  # type: ignore[arg-type]
     assert max(len(line) for line in table.splitlines()) <= width
-    header = next(line for line in table.splitlines() if "headline metric" in line)
-    assert header.split()[-2:] == ["change", "verdict"]
-    short = LONG_ID.removeprefix("bench_cases/")
     lines = table.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("test_strategies.py::"))
-    shown = [line.strip() for line in lines[first:first + 3]]
-    count = next(n for n in (1, 2, 3) if "".join(shown[:n]) == short)  # whole, on lines of its own, never elided
-    assert (count == 1) == (width == 120) and "..." not in table
-    row = lines[first + count]
+    header = next(line for line in lines if "headline" in line)
+    assert header.split()[0] == "case" and header.split()[-2:] == ["change", "verdict"]  # the header kept
+    file_line = lines.index("test_strategies.py")  # grouped: the file named once, its cases below
+    test_part = LONG_ID.split("::")[1]
+    shown = [line.strip() for line in lines[file_line + 1:file_line + 4]]
+    count = next(n for n in (1, 2, 3) if "".join(shown[:n]) == test_part)  # whole, never elided
+    assert count == 1 and "..." not in table
+    row = lines[file_line + 1 + count]
     assert "+" in row and "slower" in row and row.rstrip().endswith("REGRESSION *")  # the headline's own verdict
+    assert lines[lines.index("test_x.py") + 1].split()[:3] == ["test_new", "1", "throughput"]  # one line a case
     notes = lines[next(i for i, line in enumerate(lines) if line.startswith("REGRESSION")):]
     assert any(line.strip().startswith("REGRESSION step_time_s: +") and "slower" in line for line in notes)
     assert any(line.startswith("inconclusive  test_x.py::test_y") for line in lines)  # too few rounds: says so
@@ -206,3 +207,18 @@ def test_results_file_of_schema_1_is_a_clear_error_and_stays_byte_identical(tmp_
     assert path.read_bytes() == old
     path.write_bytes(old.replace(b'"schema": 1', b'"schema": 2'))  # negative control: the same file at schema 2
     assert read_results(path).cases[0].world_size == 2
+
+
+def test_a_compared_sweep_at_80_columns_is_one_line_a_case_under_the_case_header() -> None:
+    ids = [f"bench_cases/test_collectives.py::test_collective_bandwidth[{op}-{size}]"
+           for op in ("all_gather", "all_reduce", "broadcast") for size in ("4KB", "64KB", "16MB")]
+    baseline = make_run([make_case(nodeid, 0.01, seed=n, world_size=1) for n, nodeid in enumerate(ids)])
+    current = make_run([make_case(nodeid, 0.01, seed=100 + n, world_size=1) for n, nodeid in enumerate(ids)])
+    table = terminal_table(compare_run(baseline, current, CompareSettings(min_runs=1)), width=80)
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    header = next(i for i, line in enumerate(lines) if line.startswith("case "))
+    assert lines[header + 2:header + 4] == ["test_collectives.py", "  test_collective_bandwidth"]
+    rows = lines[header + 4:header + 4 + len(ids)]
+    assert all(row.startswith("  [") and "samples/s" in row for row in rows), rows  # label and figures, one line
+    assert sum("test_collectives.py" in line for line in lines[:header + 4 + len(ids)]) == 1  # the file once
