@@ -26,6 +26,7 @@ from pytest_dmlbench.errors import ConfigError, DmlbenchError
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
 from pytest_dmlbench.gates.wording import failing_verdicts
+from pytest_dmlbench.output_paths import check_file_target
 from pytest_dmlbench.plots import command as plot_command
 from pytest_dmlbench.results import RunResults
 from pytest_dmlbench.results.report import write_results
@@ -49,6 +50,8 @@ def compare_with_refresh(baseline: RunResults, current: RunResults, settings: Co
 
 def _compare(args: argparse.Namespace) -> int:
     settings = CompareSettings(threshold_pct=args.threshold, alpha=args.alpha, min_runs=args.min_runs)
+    if args.json:
+        check_file_target(Path(args.json), "--json")  # before the files are read and compared
     current = read_file(Path(args.results))
     label, baseline = load_baseline_for(Path(args.baseline), current, Path(args.results))
     shared = {c.nodeid for c in current.cases} & {c.nodeid for c in baseline.cases}

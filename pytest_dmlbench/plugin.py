@@ -58,7 +58,7 @@ from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
 from pytest_dmlbench.progress import register as register_progress
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results.table_layout import wrap_text
-from pytest_dmlbench.results_reporter import REPORT_ATTR, ResultsReporter
+from pytest_dmlbench.results_reporter import CASE_ATTR, REPORT_ATTR, ResultsReporter
 from pytest_dmlbench.stash_keys import (
     BACKEND_KEY,
     BUILDER_KEY,
@@ -180,6 +180,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(dest, f"{help_text} (ini form of {flag})", default=None)
 
 
+def option_names() -> list[str]:
+    """Every command-line option of the plugin, short forms included."""
+    names = [flag for flag, _, _ in _FLAGS] + [flag for flag, _, _, _ in _OPTIONS]
+    return names + [short for shorts in SHORT_FORMS.values() for short in shorts]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> Generator[None, None, None]:
+    """Once every option is known, a misspelt option of the plugin is refused naming the one it looks like."""
+    result = yield
+    from pytest_dmlbench.option_typos import check_arguments
+
+    check_arguments(parser, args, option_names())
+    return result
+
+
 def _under_launcher(config: pytest.Config, settings: DmlbenchConfig) -> DmlbenchConfig:
     """Under an external launcher the launcher's world size is the default; a conflicting explicit
     ``--world-size`` is a usage error (on every rank, before any rendezvous)."""
@@ -216,12 +233,18 @@ def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
 
 
 def _check_outputs(settings: DmlbenchConfig) -> None:
-    """Every path the run will write is checked now, before any case runs."""
+    """Every path the run will write is written to now (and what that made removed), and what the plots need
+    is looked for, before any case runs."""
     from pytest_dmlbench.output_paths import check_file_target, check_folder_target
 
     if settings.json_path is not None:
         check_file_target(settings.json_path, "--dmlbench-json")
     if settings.plots_dir is not None:
+        from pytest_dmlbench.plots.figure import INSTALL_HINT, matplotlib_installed
+
+        if not matplotlib_installed():
+            raise ConfigError(f"--dmlbench-plots {settings.plots_dir}: plots need matplotlib, which is not installed "
+                              f"here: {INSTALL_HINT}, or drop --dmlbench-plots")
         check_folder_target(settings.plots_dir, "--dmlbench-plots")
     if settings.save:
         check_folder_target(settings.baseline_dir, "--dmlbench-save into --dmlbench-baseline-dir")
@@ -544,7 +567,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if result is not None:
             result.outcome = report.outcome
             setattr(report, REPORT_ATTR, result.to_dict())
+    case = _case_record(item)
+    if case is not None:
+        setattr(report, CASE_ATTR, case)
     return report
+
+
+def _case_record(item: pytest.Item) -> dict[str, Any] | None:
+    """What the results file records of a case whatever its outcome (figures or none, failed or skipped): a
+    case result without figures, for a dmlbench case or a test that records figures in this process."""
+    if not isinstance(item, pytest.Function) or not (SETTINGS_KEY in item.stash or records_in_process(item)):
+        return None
+    case = item.stash.get(SETTINGS_KEY, None)
+    if case is not None:
+        world_size, backend = case.world_size, item.stash.get(BACKEND_KEY, case.backend)
+    else:
+        world_size, backend, _ = getattr(item, "dmlbench_local_run", (1, "local", None))
+    facts = _facts(item, world_size, backend, None)
+    return CaseResult(facts.nodeid, facts.params, world_size, backend).to_dict()
 
 
 class _ParentSide:

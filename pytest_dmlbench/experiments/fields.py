@@ -104,4 +104,22 @@ FIELDS: dict[str, Field] = {
 # Not fields of one run: ``matrix`` is expanded before validation.
 MATRIX_KEY = "matrix"
 EXPERIMENT_KEYS = (*FIELDS, MATRIX_KEY)
+# Names other tools give a field (written lower case, with _ for - and spaces), suggested as the field.
+KEY_ALIASES = {
+    **dict.fromkeys(("learning_rate", "learningrate", "base_lr"), "lr"),
+    **dict.fromkeys(("batch", "bs", "batchsize", "global_batch_size", "global_batch"), "batch_size"),
+    **dict.fromkeys(("ranks", "num_ranks", "n_ranks", "nprocs", "nproc", "nproc_per_node", "num_processes"),
+                    "world_size"),
+    **dict.fromkeys(("num_epochs", "n_epochs", "epoch", "max_epochs"), "epochs"),
+    **dict.fromkeys(("steps_per_epoch", "batches_per_epoch", "max_steps", "max_batches"), "max_batches_per_epoch"),
+    **dict.fromkeys(("eval_steps", "val_batches", "test_batches", "eval_batches_per_epoch"), "eval_batches"),
+    **dict.fromkeys(("arch", "architecture", "network", "model_name"), "model"),
+    **dict.fromkeys(("data", "dataset_name"), "dataset"),
+    **dict.fromkeys(("data_path", "data_root", "dataset_dir", "datadir"), "data_dir"),
+    **dict.fromkeys(("algorithm", "parallelism", "distributed_strategy"), "strategy"),
+    **dict.fromkeys(("random_seed", "rng_seed", "manual_seed"), "seed"),
+    **dict.fromkeys(("threshold_pct", "regression_threshold"), "threshold"),
+    **dict.fromkeys(("timeout_s", "time_limit"), "timeout"),
+    **dict.fromkeys(("target_accuracy", "min_acc"), "min_accuracy"),
+}
 FILE_KEYS = ("defaults", "experiments")

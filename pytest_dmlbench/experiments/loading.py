@@ -2,10 +2,11 @@
 
 A file is ``{defaults: {...}, experiments: [{name: ..., ...}, ...]}`` in YAML or JSON. Each experiment is
 merged over ``defaults`` and expanded by its ``matrix``; every resulting run is validated. Problems are one
-:class:`ExperimentFileError` whose message names the file, then, for every problem of every experiment (a
-problem shared by several matrix combinations once), the experiment, the key and what is accepted, with a
-"did you mean" where a name is close to an accepted one. A file that cannot be parsed, or whose layout is
-wrong, stops at that first problem.
+:class:`ExperimentFileError` whose message names the file, then every problem of ``defaults`` (a bad value
+there once, not again for each experiment that takes it) and of every experiment (a problem shared by several
+matrix combinations once): the section or experiment, the key and what is accepted, with a "did you mean"
+where a name is close to an accepted one or is another tool's name for it (``learning_rate``: ``lr``). A file
+that cannot be parsed, or whose layout is wrong, stops at that first problem.
 """
 
 from __future__ import annotations
@@ -17,9 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dmlbench.errors import ExperimentFileError
-from pytest_dmlbench.experiments.fields import EXPERIMENT_KEYS, FILE_KEYS, MATRIX_KEY
+from pytest_dmlbench.experiments.fields import EXPERIMENT_KEYS, FIELDS, FILE_KEYS, MATRIX_KEY
 from pytest_dmlbench.experiments.matrix import expand
-from pytest_dmlbench.experiments.schema import Experiment, FieldProblem, FieldProblems, validate
+from pytest_dmlbench.experiments.schema import (
+    Experiment,
+    FieldProblem,
+    FieldProblems,
+    check_strategy,
+    check_value,
+    did_you_mean_key,
+    validate,
+)
 
 FILE_PATTERNS = ("dmlbench_*.yaml", "dmlbench_*.yml", "dmlbench_*.json")
 
@@ -77,7 +86,7 @@ def _all_problems(shown: str, texts: list[str]) -> ExperimentFileError:
     return ExperimentFileError(f"{shown}: {len(texts)} problems:\n" + "\n".join(f"  {t}" for t in texts))
 
 
-def _sections(document: Any, shown: str) -> tuple[dict[str, Any], list[Any]]:
+def _sections(document: Any, shown: str) -> tuple[Mapping[str, Any], list[Any]]:
     layout = "a mapping with 'experiments:' (a list of experiments) and optionally 'defaults:'"
     if document is None:
         raise _file_problem(shown, f"the file is empty; it needs {layout}")
@@ -89,15 +98,39 @@ def _sections(document: Any, shown: str) -> tuple[dict[str, Any], list[Any]]:
     defaults = document.get("defaults") or {}
     if not isinstance(defaults, Mapping):
         raise _file_problem(shown, f"'defaults' is {defaults!r}, not a mapping of fields to values")
-    for key in defaults:
-        if key == MATRIX_KEY or key == "name" or key not in EXPERIMENT_KEYS:
-            why = "belongs to each experiment, not to defaults" if key in (MATRIX_KEY, "name") else "unknown key"
-            accepted = ", ".join(k for k in EXPERIMENT_KEYS if k not in (MATRIX_KEY, "name"))
-            raise _file_problem(shown, f"defaults: key {str(key)!r}: {why}; accepted: {accepted}")
     experiments = document.get("experiments")
     if not isinstance(experiments, list) or not experiments:
         raise _file_problem(shown, f"'experiments' must be a non-empty list of experiments; the file needs {layout}")
-    return dict(defaults), experiments
+    return defaults, experiments
+
+
+def _checked_defaults(defaults: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], set[FieldProblem]]:
+    """``defaults`` without its unknown keys, every problem of the section as text (each key checked as an
+    experiment's is, with the same "did you mean"), and the problems of its values: an experiment that takes
+    such a value from ``defaults`` has the same problem, which is reported here once instead."""
+    keys = tuple(k for k in EXPERIMENT_KEYS if k not in (MATRIX_KEY, "name"))
+    kept: dict[str, Any] = {}
+    texts: list[str] = []
+    bad_values: set[FieldProblem] = set()
+    for key, value in defaults.items():
+        if key in (MATRIX_KEY, "name"):
+            texts.append(f"defaults: key {key!r}: belongs to each experiment, not to defaults; "
+                         f"accepted: {', '.join(keys)}")
+            continue
+        if key not in keys:
+            texts.append(f"defaults: key {str(key)!r}: unknown key{did_you_mean_key(str(key), keys)}; "
+                         f"accepted: {', '.join(keys)}")
+            continue
+        kept[key] = value
+        try:
+            if key == "strategy":
+                check_strategy(value)
+            elif key != "data_dir":  # read against the dataset, which each experiment may set
+                check_value(FIELDS[key], value)
+        except FieldProblem as problem:
+            bad_values.add(problem)
+            texts.append(f"defaults: key {problem.key!r}: {problem.text}; accepted: {problem.accepted}")
+    return kept, texts, bad_values
 
 
 def _runs_of(entry: Any, index: int, defaults: dict[str, Any], shown: str) -> list[tuple[str, str, dict[str, Any],
@@ -127,10 +160,10 @@ def _runs_of(entry: Any, index: int, defaults: dict[str, Any], shown: str) -> li
 def load_file(path: Path, *, default_world_size: int, shown: str | None = None) -> list[Experiment]:
     """Every run the file describes, validated; ``shown`` is how the file is named in messages."""
     shown = shown or str(path)
-    defaults, entries = _sections(read_document(path, shown), shown)
+    section, entries = _sections(read_document(path, shown), shown)
+    defaults, problems, bad_defaults = _checked_defaults(section)  # problems: of defaults and of whole experiments
     runs: list[Experiment] = []
     seen: set[str] = set()
-    problems: list[str] = []  # of the file's layout and of whole experiments
     by_combination: dict[tuple[str, FieldProblem], list[str]] = {}  # (experiment, problem) -> its combinations
     combinations: dict[str, int] = {}  # experiment -> how many combinations its matrix gives
     for index, entry in enumerate(entries):
@@ -154,7 +187,10 @@ def load_file(path: Path, *, default_world_size: int, shown: str | None = None) 
                     found = invalid.problems
             base = label.split(" [", 1)[0]
             combinations[base] = len(expanded)
+            own = {*entry, *combination}  # keys the experiment sets itself, not taken from defaults
             for problem in found:
+                if problem in bad_defaults and problem.key.split(".", 1)[0] not in own:
+                    continue  # reported once, for defaults
                 by_combination.setdefault((base, problem), []).append(label)
     for (base, problem), labels in by_combination.items():
         # a problem every combination shares is reported once, for the experiment

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.experiments.fields import (
     FIELDS,
+    KEY_ALIASES,
     MODEL_DATASETS,
     STRATEGIES,
     UNSUPPORTED_STRATEGIES,
@@ -59,6 +60,15 @@ def did_you_mean(word: str, choices: Any) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``choices``, or nothing when none is close."""
     close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def did_you_mean_key(key: str, keys: Any) -> str:
+    """``did_you_mean`` for an unknown key, which also knows the names other tools give a field
+    (``learning_rate``: did you mean 'lr'?)."""
+    alias = KEY_ALIASES.get(key.strip().lower().replace("-", "_").replace(" ", "_"))
+    if alias is not None and alias in keys:
+        return f" (did you mean {alias!r}?)"
+    return did_you_mean(key, keys)
 
 
 @dataclass(frozen=True)
@@ -230,7 +240,7 @@ def validate(raw: Mapping[str, Any], *, name: str, source: str, default_world_si
             return None
 
     for key in (str(k) for k in raw if k not in FIELDS):
-        problems.append(FieldProblem(key, f"unknown key{did_you_mean(key, FIELDS)}", ", ".join(FIELDS)))
+        problems.append(FieldProblem(key, f"unknown key{did_you_mean_key(key, FIELDS)}", ", ".join(FIELDS)))
     values: dict[str, Any] = {}
     for spec in FIELDS.values():
         value = raw.get(spec.name)

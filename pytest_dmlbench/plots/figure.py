@@ -5,6 +5,7 @@ matplotlib is an optional dependency (extra ``plots``); :func:`pyplot` says how 
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ MAX_SERIES = 8
 """At most this many lines in one figure; more go into further figures."""
 MAX_BARS = 14
 """At most this many bars in one figure; more cases are spread evenly over further figures."""
+INSTALL_HINT = "pip install matplotlib (in the environment that runs pytest-dmlbench)"
+"""How to get matplotlib, whatever way pytest-dmlbench itself was installed (the ``plots`` extra needs the
+package's name on an index; a checkout installed from its path has none)."""
 
 
 @dataclass(frozen=True)
@@ -39,15 +43,20 @@ class Skipped:
     reason: str
 
 
+def matplotlib_installed() -> bool:
+    """Whether matplotlib can be found, without importing it (a check before a run that will draw)."""
+    try:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a finder that refuses it, or a module object without a spec
+        return False
+
+
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the non-interactive Agg backend."""
     try:
         import matplotlib
     except ImportError:
-        raise PlotsUnavailable(
-            "plots need matplotlib, which is not installed: pip install 'pytest-dmlbench[plots]' "
-            "(or pip install matplotlib)"
-        ) from None
+        raise PlotsUnavailable(f"plots need matplotlib, which is not installed: {INSTALL_HINT}") from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 

@@ -112,6 +112,11 @@ def _families(results: RunResults, messages: int | None, checked: bool) -> tuple
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_dmlbench.output_paths import check_file_target
+
+    for option, target in (("--plot", args.plot), ("--json", args.json)):
+        if target:
+            check_file_target(Path(target), option)  # before the files are read and fitted
     results = _merged(args.results)
     cal = calibrate(results, op=args.collective, latency_us=args.latency_us, bandwidth_gbps=args.bandwidth_gbps)
     holdout = held_out(collective_timings(results))
@@ -157,5 +162,6 @@ def run(args: argparse.Namespace) -> int:
             "checks": [asdict(c) for c in checks],
             "projections": {name: [asdict(x) for pair in pairs for x in pair] for name, pairs in projected.items()},
         }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(document, indent=1, default=str))
     return 0

@@ -58,6 +58,7 @@ def plot_speedup(path: Path, families: Sequence[Family], checks: Sequence[Check]
     for ax in list(axes.flat)[len(families):]:
         ax.set_visible(False)
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -93,7 +93,7 @@ BAD_FILES = [
      ("dmlbench_a.yaml: defaults: key 'matrix': belongs to each experiment, not to defaults; "
      'accepted: ') + DEFAULTS_FIELDS),
     ('defaults_unknown', 'dmlbench_a.yaml', 'defaults: {modle: mlp}\nexperiments:\n  - {name: a, model: mlp}\n',
-     ("dmlbench_a.yaml: defaults: key 'modle': unknown key; accepted: ") + DEFAULTS_FIELDS),
+     ("dmlbench_a.yaml: defaults: key 'modle': unknown key (did you mean 'model'?); accepted: ") + DEFAULTS_FIELDS),
     ('duplicate', 'dmlbench_a.yaml', 'experiments:\n  - {name: a, model: mlp}\n  - {name: a, model: cnn}\n',
      "dmlbench_a.yaml: experiment 'a': key 'name': is used by another experiment of this file; "
      'accepted: a name unique within the file'),
@@ -228,3 +228,33 @@ def test_a_strategy_option_is_checked_against_the_strategy_s_own_parameters(tmp_
     with pytest.raises(ExperimentFileError, match=r"unknown option\(s\) 'periods' of strategy 'local_sgd' "
                                                   r"\(did you mean 'period'\?\); accepted: period$"):
         load_file(path, default_world_size=2)
+
+
+def test_defaults_are_checked_like_experiments_every_problem_at_once(tmp_path: Path) -> None:
+    """Two typos under ``defaults:`` (one another tool's name for the field), a bad default value and an
+    experiment's own problem, in one message: a default's bad value once, not again for each experiment that
+    takes it, and still for the experiment that sets the same value itself."""
+    path = tmp_path / "dmlbench_d.yaml"
+    path.write_text("defaults: {modle: mlp, learning_rate: 0.1, epochs: 0}\n"
+                    "experiments:\n"
+                    "  - {name: a, model: mlp, batch_size: 0}\n"
+                    "  - {name: b, model: mlp}\n"
+                    "  - {name: c, model: mlp, epochs: 0}\n")
+    with pytest.raises(ExperimentFileError) as error:
+        load_file(path, default_world_size=2, shown=path.name)
+    assert str(error.value).splitlines() == [
+        "dmlbench_d.yaml: 5 problems:",
+        f"  defaults: key 'modle': unknown key (did you mean 'model'?); accepted: {DEFAULTS_FIELDS}",
+        f"  defaults: key 'learning_rate': unknown key (did you mean 'lr'?); accepted: {DEFAULTS_FIELDS}",
+        "  defaults: key 'epochs': 0 is out of range; accepted: a whole number >= 1",
+        "  experiment 'a': key 'batch_size': 0 is out of range; accepted: a whole number >= 1",
+        "  experiment 'c': key 'epochs': 0 is out of range; accepted: a whole number >= 1",
+    ]
+
+
+@pytest.mark.parametrize(("key", "meant"), [("learning_rate", "lr"), ("Learning-Rate", "lr"), ("bs", "batch_size"),
+                                             ("num_epochs", "epochs"), ("nproc_per_node", "world_size"),
+                                             ("batchsize", "batch_size"), ("seeed", "seed")])
+def test_an_experiment_key_another_tool_uses_is_suggested_as_the_field(tmp_path: Path, key: str, meant: str) -> None:
+    with pytest.raises(ExperimentFileError, match=rf"key '{key}': unknown key \(did you mean '{meant}'\?\)"):
+        _load(tmp_path, "dmlbench_k.yaml", f"experiments:\n  - {{name: a, model: mlp, {key}: 1}}\n")
