@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue as queues
 import tempfile
 import traceback
 from dataclasses import asdict, dataclass
@@ -93,7 +94,7 @@ def live_check(world_size: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S) -> Liv
                     break
                 try:
                     report = queue.get(timeout=remaining)
-                except Exception:  # queue.Empty: the deadline passed; the missing ranks are named below
+                except queues.Empty:  # the deadline passed; the missing ranks are named below
                     break
                 reports[report[0]] = report
             elapsed = now() - begin
