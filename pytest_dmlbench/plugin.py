@@ -46,6 +46,7 @@ from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
 from pytest_dmlbench.gates.choose import choose_gate
 from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.wording import failing_verdicts, failure_text
+from pytest_dmlbench.interruption import InterruptionWatch
 from pytest_dmlbench.item_case import (
     IN_PROCESS_FIXTURE,
     callspec_params,
@@ -282,6 +283,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[BUILDER_KEY] = CaseResultBuilder()
     if engine.reports:
         config.pluginmanager.register(ResultsReporter(config, settings, run), "dmlbench-results")
+        config.pluginmanager.register(InterruptionWatch(run), "dmlbench-interruption")
         register_progress(config, config.stash[GATE_KEY])
     else:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -302,12 +304,14 @@ SMOKE_NOTE = ("dmlbench: smoke run (--dmlbench-smoke): every case ran, each meas
               "the figures are not judged or saved")
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     settings = config.stash.get(CONFIG_KEY, None)
     if settings is not None and settings.enabled and settings.smoke:
         terminalreporter.write_line(SMOKE_NOTE)
     gate = config.stash.get(GATE_KEY, None)
-    lines = gate.summary_lines() if gate is not None else []
+    # an interrupted run's block counts, run-level statement and watch list would read like a result
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    lines = gate.summary_lines() if gate is not None and not interrupted else []
     if lines:
         terminalreporter.section("dmlbench gate")
         for line in lines:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTEST_FACING = {
     "plugin.py", "config.py", "item_case.py", "stash_keys.py", "results_reporter.py", "progress.py",
     "property_cases.py", "pytest_internals.py", "not_judged.py", "paired/server.py", "experiments/collect.py",
-    "gates/choose.py", "gates/paired/gate.py", "gates/paired/launch.py", "option_typos.py",
+    "gates/choose.py", "gates/paired/gate.py", "gates/paired/launch.py", "option_typos.py", "interruption.py",
 }
 
 

@@ -10,15 +10,19 @@ from pytest_dmlbench.results import RunResults
 
 def baseline_runs(results: RunResults, baseline_dir: Path, saved: bool) -> list[tuple[str, RunResults]]:
     """This machine's stored baselines for the backends the run used (their saved-run history gives the
-    trend's earlier points). After ``--dmlbench-save`` they hold this run already, so they replace it."""
+    trend's earlier points). After ``--dmlbench-save`` they hold this run already, so they replace it. In a
+    paired run they are history only (the run compared with REF), and their label says so."""
     from pytest_dmlbench.baseline.fingerprint import machine_key
     from pytest_dmlbench.baseline.store import load_matching
+    from pytest_dmlbench.plots.verdict_html import paired_reference
 
     folders, merged = load_matching(
         results, lambda backend: baseline_dir / machine_key({**results.machine, "backend": backend}), Path("this run"))
     if not folders:
         return []
     label = ", ".join(str(folder) for folder in folders)
+    if paired_reference(results) is not None:
+        return [(f"{label} (stored baselines: trend history, not this run's comparison)", merged)]
     return [(f"{label} (baselines, with this run)" if saved else f"{label} (baselines)", merged)]
 
 

@@ -8,6 +8,11 @@ verdict's baseline, else the point before), so cases of different scales share o
 verdict threshold around it and the y range always shows twice the band, so a wobble well inside the
 threshold looks small. Markers carry the verdict recorded with that point. The figure shows the cases with
 a regression or improvement first, then those that moved most.
+
+A point judged in a paired run (``--dmlbench-against REF``) was compared with REF re-measured in the same
+run, not with the stored baselines the line's earlier points come from: REF's median is drawn apart, as
+a hollow diamond of the case's colour at that run's position, in a series of its own in the legend, and
+the caption says which reference each line is divided by.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class Trend:
     threshold_pct: float | None = None
     baseline: float | None = None
     """The median the latest point was compared with (its verdict's baseline), when it was compared."""
+    ref_points: list[tuple[int, float]] = field(default_factory=list)
+    """(x, REF's median) where a point was judged against REF in a paired run: a series apart from the line."""
 
     def add(self, value: float, verdict: str | None, position: int) -> None:
         self.values.append(value)
@@ -108,6 +115,8 @@ def trends(runs: Sequence[RunResults]) -> dict[str, list[Trend]]:
                     verdict = verdicts.get(name)
                     trend.add(median, verdict.kind if verdict else None, position)
                     trend.baseline = verdict.baseline_median if verdict else None
+                    if verdict is not None and verdict.paired is not None and verdict.baseline_median:
+                        trend.ref_points.append((position, verdict.baseline_median))
                     threshold = verdict.threshold_pct if verdict else (case.threshold_pct or default_threshold)
                     trend.threshold_pct = float(threshold) if threshold else trend.threshold_pct
     by_metric: dict[str, list[Trend]] = {}
@@ -135,22 +144,32 @@ def draw(runs: Sequence[RunResults], out: Path) -> list[Figure] | Skipped:
         shown = shown_trends(all_trends)
         title = f"Trend of {metric}"
         fig, ax = new_axes(title, "run (commit, date UTC; oldest first)", f"{metric} / reference")
+        ref_label = "REF, re-measured in the paired run (not a stored baseline)"
         for trend in shown:
             (line,) = ax.plot(trend.positions, trend.relative, label=trend.label)
             for x, y, verdict in zip(trend.positions, trend.relative, trend.verdicts, strict=True):
                 marker, color = MARKERS.get(verdict or "", (".", line.get_color()))
                 ax.plot([x], [y], marker=marker, color=color, markersize=9 if verdict else 5, linestyle="none")
+            for x, ref in trend.ref_points:
+                ax.plot([x], [ref / trend.reference], marker="D", markersize=8, fillstyle="none", linestyle="none",
+                        color=line.get_color(), label=ref_label)
+                ref_label = "_nolegend_"  # one legend entry for the series
         ax.axhline(1.0, color="black", linewidth=0.8)
         thresholds = sorted({t.threshold_pct for t in shown if t.threshold_pct})
         threshold_band(ax, thresholds, [y for t in shown for y in t.relative])
         ticks = tick_labels(runs, [p for t in shown for p in t.positions])
         ax.set_xticks(list(ticks), list(ticks.values()), fontsize="x-small")
         ax.legend(fontsize="x-small")
+        paired = any(t.ref_points for t in shown)
+        reference = ("the median its latest point was compared with: REF's for a paired verdict (hollow "
+                     "diamonds: REF re-measured in that run, apart from the stored baselines of the line's "
+                     "earlier points), the stored baseline's otherwise" if paired
+                     else "the median its latest point was compared with")
         band = (f"shaded: the verdict threshold ({', '.join(f'{t:g} %' for t in thresholds)}) around the "
                 "reference; " if thresholds else "no threshold recorded, so no band; ")
         caption = (f"{len(shown)} of {len(all_trends)} cases (judged ones first, then the largest moves; "
-                   "unmoved ones left out); each line divided by its reference, the median its latest point "
-                   f"was compared with; {band}x: each run's commit and date (save -k: earlier saves of a "
+                   f"unmoved ones left out); each line divided by its reference, {reference}; "
+                   f"{band}x: each run's commit and date (save -k: earlier saves of a "
                    "baseline); markers: red down = regression, green up = improvement, grey = unchanged, "
                    "blue = new")
         figures.append(save(fig, out / f"trend-{metric}.png", title, caption))

@@ -47,8 +47,29 @@ def headline(run: RunResults) -> tuple[str, str]:
     return "none", "not compared with a baseline: no verdicts"
 
 
+def paired_reference(run: RunResults) -> str | None:
+    """The REF a paired run (``--dmlbench-against``) compared its cases with, as the gate named it; None
+    when no case of the run was judged in pairs."""
+    refs = sorted({str(paired.get("ref") or "REF") for case in run.cases
+                   if isinstance(paired := case.extra.get("paired"), dict)})
+    return ", ".join(refs) if refs else None
+
+
+def comparison_text(run: RunResults) -> str:
+    """What the run's verdicts compared with: REF re-measured beside the working tree in a paired run, else
+    the stored baselines (empty when nothing was compared)."""
+    ref = paired_reference(run)
+    if ref is not None:
+        return (f"Compared with: REF {ref}, re-measured beside the working tree in this run (block pairs); "
+                "stored baselines, where listed, are history for the trend only")
+    if any(case.verdicts for case in run.cases):
+        return "Compared with: the stored baselines"
+    return ""
+
+
 def banner(sources: list[str], run: RunResults) -> str:
-    """The summary banner: the verdict in one sentence, the counts, and which run this is."""
+    """The summary banner: the verdict in one sentence, the counts, which run this is and what it was compared
+    with (REF in a paired run, never the stored-baselines folder)."""
     css, sentence = headline(run)
     commit = str(run.run.get("commit") or "")[:12]
     facts = [f"{len(run.cases)} case(s)", f"world size {run.run['world_size']}" if "world_size" in run.run else "",
@@ -57,7 +78,8 @@ def banner(sources: list[str], run: RunResults) -> str:
     return (f'<div class="banner {css}" role="status"><p class="headline">{html.escape(sentence)}</p>'
             + (f"<p>{html.escape(counts)}</p>" if counts else "")
             + f"<p>{html.escape('; '.join(f for f in facts if f))}. Results: "
-            + ", ".join(f"<code>{html.escape(s)}</code>" for s in sources) + "</p></div>")
+            + ", ".join(f"<code>{html.escape(s)}</code>" for s in sources) + "</p>"
+            + (f"<p>{html.escape(compared)}.</p>" if (compared := comparison_text(run)) else "") + "</div>")
 
 
 def _line(index: int, nodeid: str, v: Verdict) -> str:

@@ -26,6 +26,12 @@ from pytest_dmlbench.results import (
 from pytest_dmlbench.results.units import BYTES_SYSTEM, named_scale, natural_key
 
 OVERSUBSCRIBED_MARK = "!"
+SAVED_RUNS_KEY = "saved_runs"
+"""A saved case's extra: ``{"runs": saved runs its baseline holds now, "needed": runs a verdict needs to
+measure run-to-run noise}``."""
+INTERRUPTED_KEY = "interrupted"
+"""The run facts' key of a run stopped before its end: what stopped it (``KeyboardInterrupt``, pytest.exit's
+reason); the table then leaves its counts out."""
 METRIC_PREFIX = "- "
 HEADLINE_METRICS: tuple[str, ...] = (
     "throughput_samples_per_s",
@@ -265,3 +271,23 @@ def case_rows(results: RunResults, verbose: bool = False) -> list[list[str]]:
             row += [change_cell(verdict), headline_verdict_cell(case, verdict)]
         rows.append(row)
     return rows
+
+
+def saved_runs_text(results: RunResults) -> str:
+    """``saved run 2 of 3 ...`` after ``--dmlbench-save`` (empty when the run saved nothing): where the
+    saves stand against the saved runs a verdict needs to measure this machine's run-to-run noise."""
+    counts = [(int(saved["runs"]), int(saved["needed"])) for case in results.cases
+              if isinstance(saved := case.extra.get(SAVED_RUNS_KEY), dict)]
+    if not counts:
+        return ""
+    needed = max(need for _, need in counts)
+    runs = sorted({run for run, _ in counts})
+    lead = (f"saved run {runs[0]} of {needed}" if len(runs) == 1 and runs[0] <= needed
+            else f"saved run {runs[0]} ({needed} needed)" if len(runs) == 1
+            else "saved runs " + ", ".join(f"{sum(r == run for r, _ in counts)} case(s) at {run}" for run in runs)
+            + f" of {needed}")
+    short = needed - runs[0]
+    if short > 0:
+        return (f"{lead}: baselines saved; save {short} more time(s) (--dmlbench-save) before verdicts measure "
+                "this machine's run-to-run noise, and compare without --dmlbench-save")
+    return f"{lead}: baselines saved, enough for verdicts to measure run-to-run noise; compare without --dmlbench-save"

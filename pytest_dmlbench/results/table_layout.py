@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, RunResults
 from pytest_dmlbench.results.settled import settled_text
 from pytest_dmlbench.results.table import (
+    INTERRUPTED_KEY,
     METRIC_PREFIX,
     OTHERS_MARK,
     OVERSUBSCRIBED_MARK,
@@ -31,6 +32,7 @@ from pytest_dmlbench.results.table import (
     ordered_cases,
     oversubscribed,
     reference_column,
+    saved_runs_text,
     verdict_cell,
     verdict_counts,
     wrap_nodeid,
@@ -336,9 +338,12 @@ def terminal_table(results: RunResults, verbose: bool = False, width: int | None
         lines += wrap(f"{OTHERS_MARK} another figure of the case has a notable verdict (below)")
     if not verbose:
         lines += notable_lines(results, ids, width)
-    for text in (verdict_counts(results), settled_text(results), case_counts(results), oversubscription_note(results)):
+    counts: tuple[str, ...] = (verdict_counts(results), settled_text(results), case_counts(results))
+    if results.run.get(INTERRUPTED_KEY):  # counts of a run cut short would read like its result
+        counts = ("counts left out: the run was interrupted (see the first line of the summary)",)
+    for text in (*counts, oversubscription_note(results)):
         if text:
             lines += wrap(text)
     if not compared(results):
-        lines += wrap(not_compared)
+        lines += wrap(saved_runs_text(results) or not_compared)
     return "\n".join(lines)

@@ -168,3 +168,28 @@ def test_a_run_whose_cases_record_only_an_accuracy_warns_nothing(tmp_path: Path)
     assert "warnings summary" not in result.output and "Warning" not in result.output, result.output
     assert not (tmp_path / "plots-out" / "training.png").exists()
     check_png(tmp_path / "plots-out" / "accuracy.png")
+
+
+def test_a_paired_run_keeps_ref_apart_from_the_stored_baselines_in_the_trend_and_the_banner() -> None:
+    """A run judged against REF after a stored run: REF's medians are a series of their own in the trend (not
+    points of the line of stored figures) and the banner names REF as the comparison; the same run judged
+    against the stored figures (the negative control) has neither."""
+    from pytest_dmlbench.plots.trend import trends
+    from pytest_dmlbench.plots.verdict_html import banner
+    from pytest_dmlbench.results import PairedEvidence
+
+    first = read_results(STORED)
+    stored_gate = compare_run(first, read_results(STORED), CompareSettings(min_runs=1))
+    paired = compare_run(first, read_results(STORED), CompareSettings(min_runs=1))
+    for case in paired.cases:
+        case.extra["paired"] = {"ref": "HEAD~1"}
+        for verdict in case.verdicts:
+            verdict.paired = PairedEvidence("ratio", 1.0, 0.98, 1.02, 0.99, 8, 1.0, "first")
+            verdict.baseline_median = (verdict.baseline_median or 1.0) * 1.5  # REF's median, not the stored one
+    paired_trends = [t for found in trends([first, paired]).values() for t in found]
+    assert paired_trends and all(t.positions == [0, 1] and t.ref_points and t.ref_points[0][0] == 1
+                                 for t in paired_trends if t.judged)
+    assert not any(t.ref_points for found in trends([first, stored_gate]).values() for t in found)
+    said = banner(["baselines/x (stored baselines: trend history, not this run's comparison)", "this run"], paired)
+    assert "Compared with: REF HEAD~1, re-measured beside the working tree in this run" in said
+    assert "Compared with: the stored baselines" in banner(["first", "second"], stored_gate)

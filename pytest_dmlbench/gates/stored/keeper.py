@@ -2,11 +2,13 @@
 
 Policy: ``--dmlbench-save`` stores every case (replacing its file, even an unreadable one, and carrying
 the stored run history forward, see ``history``) and compares nothing, since the run becomes the
-reference; otherwise, unless ``--dmlbench-no-compare``, each case is compared with the baseline of its
-machine class and identity (world size, backend, launcher, isolation) whenever that identity has any
-baseline, and a case without one is ``new``. When the identity has none but the machine has baselines of
-other identities, or files of the older layout, every case is ``new`` and says what exists and the command
-that saves it. Code that imports this module does not import pytest.
+reference; the case records how many saved runs its baseline holds now against the :data:`MIN_RUNS` a
+verdict needs to measure run-to-run noise (``saved run 2 of 3``). Otherwise, unless
+``--dmlbench-no-compare``, each case is compared with the baseline of its machine class and identity
+(world size, backend, launcher, isolation) whenever that identity has any baseline, and a case without
+one is ``new``. When the identity has none but the machine has baselines of other identities, or files
+of the older layout, every case is ``new`` and says what exists and the command that saves it. Code that
+imports this module does not import pytest.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from pytest_dmlbench.baseline.identity import DEFAULT_ISOLATION, DEFAULT_LAUNCHE
 from pytest_dmlbench.baseline.store import BaselineStore
 from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
+from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
 from pytest_dmlbench.gates.stored.history import with_history
 from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.results import CaseResult, Verdict
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
+from pytest_dmlbench.results.table import SAVED_RUNS_KEY
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,12 @@ class BaselineOptions:
     fail_on_improvement: bool = False
     launcher: str = DEFAULT_LAUNCHER
     isolation: str = DEFAULT_ISOLATION
+
+
+def saved_runs(saved: CaseResult) -> int:
+    """The saved runs a case's baseline holds now, this one counted: one more than its longest history (a
+    history starts over where a save accepted a change)."""
+    return 1 + max((len(metric.history) for metric in saved.metrics.values()), default=0)
 
 
 class BaselineKeeper:
@@ -87,7 +97,9 @@ class BaselineKeeper:
                 note = f"--dmlbench-save replaced an unreadable baseline; its run history starts over. {problem}"
                 case.extra.setdefault("notes", []).append(note)
                 warnings.warn(note, BaselineWarning, stacklevel=2)
-            store.save_case(with_history(case, previous, self.settings), run)
+            saved = with_history(case, previous, self.settings)
+            store.save_case(saved, run)
+            case.extra[SAVED_RUNS_KEY] = {"runs": saved_runs(saved), "needed": MIN_RUNS}
             case.verdicts = []
             return []
         if not self.options.compare:

@@ -162,3 +162,28 @@ def test_unusable_file_fails_comparison_until_an_explicit_save(tmp_path: Path) -
     with pytest.warns(BaselineWarning, match="replaced an unreadable baseline"):
         keeper(tmp_path, save=True).process(make_case(NODE, seed=5))
     assert keeper(tmp_path).process(make_case(NODE, seed=6)) == []
+
+
+def test_each_save_counts_toward_the_saved_runs_a_verdict_needs(tmp_path: Path) -> None:
+    """``saved run 1 of 3``, ``2 of 3``, ``3 of 3`` in the table after each ``--dmlbench-save``; a save whose
+    history starts over (an unreadable file replaced) counts from 1 again."""
+    from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
+    from pytest_dmlbench.results import RunResults
+    from pytest_dmlbench.results.table_layout import terminal_table
+
+    said = []
+    for seed in range(MIN_RUNS + 1):
+        case = make_case(NODE, 0.010, seed=seed)
+        keeper(tmp_path, save=True).process(case)
+        said.append(terminal_table(RunResults(MACHINE, "", {}, [case]), width=200).splitlines()[-1])
+    assert said[0].startswith(f"saved run 1 of {MIN_RUNS}: baselines saved; save {MIN_RUNS - 1} more time(s)")
+    assert said[1].startswith(f"saved run 2 of {MIN_RUNS}: baselines saved; save 1 more time(s)")
+    assert said[2].startswith(f"saved run 3 of {MIN_RUNS}: baselines saved, enough for verdicts")
+    assert said[3].startswith(f"saved run 4 ({MIN_RUNS} needed): baselines saved, enough")
+    assert not any("no case had a baseline" in line for line in said)
+    path = next(tmp_path.rglob("*.json"))
+    path.write_text("{")  # unreadable: the next save starts the history over
+    case = make_case(NODE, 0.010, seed=9)
+    with pytest.warns(BaselineWarning):
+        keeper(tmp_path, save=True).process(case)
+    assert terminal_table(RunResults(MACHINE, "", {}, [case]), width=200).splitlines()[-1].startswith("saved run 1 of")
