@@ -21,12 +21,14 @@ ISOLATIONS = ("persistent", "fresh")
 LAUNCHERS = ("fork", "ray", "simulated")
 CANARY_MODES = ("on", "off")
 FUTILITY_MODES = ("on", "off")
+STRICT_MODES = ("on", "off")
 InconclusiveScope = Literal["none", "untestable", "all"]
 """Which inconclusive verdicts fail an item: none; the untestable ones, no test could run
 (``--dmlbench-fail-on-untestable``); or all, the unsettled ones too, a test ran and could not settle the
 threshold (``--dmlbench-fail-on-inconclusive``)."""
 DEFAULT_CANARY = "off"  # the paired gate's canary adjustment (gates/paired/canary_adjustment.py); see ci/README.md
 DEFAULT_FUTILITY = "off"  # the paired gate's futility stop (gates/paired/statistics.py could_clear); see ci/README.md
+DEFAULT_STRICT = "off"  # simulated ranks' strict mode; why off: docs/how-to/strict-mode.md (ci/strict_cost.py)
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -177,6 +179,11 @@ def parse_futility(value: Any, source: str = "--dmlbench-futility") -> bool:
     return _choice(value, FUTILITY_MODES, "a futility mode", source) == "on"
 
 
+def parse_strict(value: Any, source: str = "--dmlbench-strict") -> bool:
+    """on (simulated ranks complete async work at wait() and sends when matched, as NCCL) or off."""
+    return _choice(value, STRICT_MODES, "a strict mode", source) == "on"
+
+
 def parse_isolation(value: Any, source: str = "--dmlbench-isolation") -> str:
     """persistent (a kept world with the per-case state guard) or fresh (a new world for every case)."""
     return _choice(value, ISOLATIONS, "an isolation", source)
@@ -200,6 +207,7 @@ class DmlbenchConfig:
     isolation: str = "persistent"
     against: str | None = None  # --dmlbench-against REF: the paired gate (stored baselines not compared)
     launcher: str = "fork"  # "ray": Ray actors (world/ray_engine.py); "simulated": threads (world/simulated/)
+    strict: bool = DEFAULT_STRICT == "on"  # simulated ranks: async work pending until wait(), sends until matched
     ray_spread: bool = False  # Ray launcher: spread a world's ranks across nodes
     fail_on_inconclusive: InconclusiveScope = "none"  # which inconclusive verdicts fail their item
     pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
@@ -230,11 +238,12 @@ class CaseSettings:
     communicates: bool = True  # False: the case means its ranks never to use the world's group
     pair_budget_s: float | None = None  # paired gate: this case's seconds of block pairs (None: the run's)
     launcher: str = "fork"  # the marker's launcher="simulated" runs this case on simulated ranks
+    strict: bool = False  # simulated ranks in strict mode (the marker's strict=, else the run's --dmlbench-strict)
 
 
 SCALING_ARG = "dmlbench_world_size"  # the parameter ``scaling=True`` adds (ids ws1, ws2, ...)
 MARKER_KEYS = ("world_size", "backend", "timeout", "threshold", "cpu_threshold", "scaling", "isolation", "pair_budget",
-               "launcher", "communicates")
+               "launcher", "communicates", "strict")
 
 
 def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where: str) -> CaseSettings:
@@ -263,6 +272,8 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
         launcher=defaults.launcher if launcher is None else parse_launcher(launcher, f"{where}: launcher="),
         cpu_threshold_pct=None if cpu_threshold is None else parse_threshold(cpu_threshold, f"{where}: cpu_threshold="),
         communicates=_flag(marker_kwargs.get("communicates", True), f"{where}: communicates="),
+        strict=defaults.strict if marker_kwargs.get("strict") is None
+        else _flag(marker_kwargs["strict"], f"{where}: strict="),
     )
 
 
@@ -326,6 +337,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     run_alpha = _value(config, "dmlbench_run_alpha")
     canary = _value(config, "dmlbench_canary")
     futility = _value(config, "dmlbench_futility")
+    strict = _value(config, "dmlbench_strict")
     block_seconds = _value(config, "dmlbench_block_seconds")
     block_warmup = _value(config, "dmlbench_block_warmup")
     redraw_worlds = _value(config, "dmlbench_redraw_worlds")
@@ -368,6 +380,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         against=None if against is None else str(against).strip(),
         isolation="persistent" if isolation is None else parse_isolation(isolation),
         launcher=launcher_name,
+        strict=parse_strict(DEFAULT_STRICT if strict is None else strict),
         ray_spread=bool(_value(config, "dmlbench_ray_spread")),
         fail_on_inconclusive=scope,
         pair_budget_s=(DEFAULT_PAIR_BUDGET_S if budget is None

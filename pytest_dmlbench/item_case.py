@@ -45,7 +45,8 @@ def prepared_case(item: pytest.Function, block: BlockBudget | None) -> PreparedC
     case = collected_case(item)
     return PreparedCase(case, funcargs=item.funcargs, world_size=settings.world_size, backend=item.stash[BACKEND_KEY],
                         timeout_s=settings.timeout_s, uses_bench="dmlbench" in case.argnames,
-                        isolation=settings.isolation, block=block, communicates=settings.communicates)
+                        isolation=settings.isolation, block=block, communicates=settings.communicates,
+                        strict=settings.strict)
 
 
 def run_block(item: pytest.Function, block: BlockBudget) -> BlockResult:

@@ -83,7 +83,7 @@ GATE_MARKER_DOC = (
 MARKER_DOC = (
     "dmlbench(world_size=None, backend=None, timeout=None, threshold=None, cpu_threshold=None, scaling=False, "
     "isolation=None, "
-    "pair_budget=None, launcher=None, communicates=True): "
+    "pair_budget=None, launcher=None, communicates=True, strict=None): "
     "run this case on every rank of a torch.distributed world (needs --dmlbench)"
 )
 
@@ -108,6 +108,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      "fork: rank processes forked from the pytest process (default); ray: ranks are Ray actors on a local "
      "Ray instance, or on the cluster at RAY_ADDRESS; simulated: ranks are threads of the pytest process "
      "taking turns (correctness at up to 1024 ranks; cases that measure are skipped)"),
+    ("--dmlbench-strict", "dmlbench_strict", {"metavar": "{on,off}"},
+     "simulated ranks only: on completes async work at wait() (outputs poisoned, a read or write before wait() "
+     "reported) and a send only when its receive is posted (deadlock cycles reported), as NCCL does; "
+     "off completes both at the call, as before (default off; the marker's strict= sets it per case)"),
     ("--dmlbench-isolation", "dmlbench_isolation", {"metavar": "{persistent,fresh}"},
      "persistent: kept worlds with a state guard after every case (default); fresh: a new world per case"),
     ("--dmlbench-against", "dmlbench_against", {"metavar": "REF"},

@@ -40,6 +40,7 @@ class PreparedCase:
     isolation: str = "persistent"  # or "fresh": a world of its own (forked engine only)
     block: BlockBudget | None = None  # one block of the paired gate (forked and Ray engines)
     communicates: bool = True  # False: the case means its ranks never to use the group (simulated engine)
+    strict: bool = False  # simulated engine: strict mode (async work completes at wait(), sends when matched)
 
 
 class Engine(Protocol):

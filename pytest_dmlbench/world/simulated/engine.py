@@ -69,7 +69,7 @@ class SimulatedEngine:
 
         return SimulatedCase(self._cases, case.case.func, arguments, world_size=case.world_size,
                              seed=case_seed(case.case.nodeid), timeout_s=case.timeout_s,
-                             communicates=case.communicates).run()
+                             communicates=case.communicates, strict=case.strict).run()
 
     def close(self) -> None:
         """Nothing outlives a case."""

@@ -3,7 +3,8 @@ members by giving up the turn, and complete once for the whole group.
 
 Registered as the ``simulated`` backend (``Backend.register_backend(..., extended_api=True)``); every
 collective completes before its call returns (asynchronous forms hand back finished work), except a
-receive, whose work waits for its message when it is waited on.
+receive, whose work waits for its message when it is waited on. In strict mode (``SharedWorld.strict``) a
+call's work completes at ``wait()`` instead (``strict_work``), and sends complete when matched (``p2p_strict``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import torch.distributed as dist
 
 from pytest_dmlbench.world.simulated import gloo_checks as check
 from pytest_dmlbench.world.simulated import reduction as red
+from pytest_dmlbench.world.simulated.p2p_strict import Request
+from pytest_dmlbench.world.simulated.pending import PendingWork, call_site, internal, poison
 from pytest_dmlbench.world.simulated.reduction import UnsupportedCollective, describe, describe_all
-from pytest_dmlbench.world.simulated.rendezvous import Call, CollectiveMismatch, GroupState
+from pytest_dmlbench.world.simulated.rendezvous import Call, CollectiveMismatch, Gathering, GroupState
 from pytest_dmlbench.world.simulated.shared import SharedWorld
+from pytest_dmlbench.world.simulated.strict_work import AllWork, CollectiveWork, P2PWork, flat_tensors, staged
 from pytest_dmlbench.world.simulated.turns import WorldAborted
 
 BACKEND_NAME = "simulated"
@@ -94,6 +98,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
         self._global_rank = group.members[group_rank]
         self._seq = 0
         self._description = ""
+        self._undelivered: list[CollectiveWork] = []  # strict mode: this rank's collectives not yet waited for
 
     def getBackendName(self) -> str:
         return BACKEND_NAME
@@ -121,11 +126,36 @@ class SimulatedProcessGroup(dist.ProcessGroup):
 
     # -- the one path every collective takes -----------------------------------------------------------------
     def _collective(self, kind: str, detail: str, payload: Any, complete: Callable[[list[Any]], Any],
-                    result: list[torch.Tensor]) -> DoneWork:
+                    result: list[torch.Tensor], outputs: list[torch.Tensor] | None = None,
+                    every: Sequence[torch.Tensor] = ()) -> dist.Work:
+        """``outputs``: the tensors the collective writes on this rank (default ``result``); ``every``: the
+        tensors ``detail`` describes, each of whose dtype and shape strict mode compares across the group."""
+        strict = self._world.strict
+        if strict:
+            self._wait_for_pending_inputs(payload)
         self._seq += 1
-        call = Call(kind, detail)
+        shapes = tuple(describe(t) for t in every) if strict and len(every) > 4 else ()
+        call = Call(kind, detail, shapes)
         state = self._world.ranks[self._global_rank]
         state.last = f"{call} #{self._seq} on {self._group.label}"
+        clones: dict[int, torch.Tensor] = {}
+        written = result if outputs is None else outputs
+        original = payload
+        if strict:
+            payload = staged(payload, clones)
+            with internal():
+                for tensor in written:
+                    poison(tensor)
+        gathering = self._arrive(call, payload, complete)
+        if strict:
+            return self._pending_collective(call, gathering, clones, result, written, original)
+        if not gathering.done:
+            state.state = "waiting"
+            self._world.turns.wait(self._global_rank)
+            state.state = "running"
+        return DoneWork(result)
+
+    def _arrive(self, call: Call, payload: Any, complete: Callable[[list[Any]], Any]) -> Gathering:
         try:
             gathering = self._group.arrive(self._seq, self._group_rank, call, payload, complete)
         except CollectiveMismatch as exc:
@@ -136,14 +166,29 @@ class SimulatedProcessGroup(dist.ProcessGroup):
             for member in self._group.members:
                 if member != self._global_rank:
                     self._world.turns.ready(member)
-        else:
-            state.state = "waiting"
-            self._world.turns.wait(self._global_rank)
-            state.state = "running"
-        return DoneWork(result)
+        return gathering
+
+    def _pending_collective(self, call: Call, gathering: Gathering, clones: dict[int, torch.Tensor],
+                            result: list[torch.Tensor], written: list[torch.Tensor], payload: Any) -> dist.Work:
+        """Strict mode: the work of a collective this rank arrived at, delivered at ``wait()``."""
+        copies = [(t, clones[id(t)]) for t in {id(t): t for t in written}.values()]
+        outputs = {id(t) for t in written}
+        inputs = [t for t in flat_tensors(payload) if id(t) not in outputs]
+        record = PendingWork(f"{call} #{self._seq} on {self._group.label}", call_site(), written, inputs)
+        self._world.pending[self._global_rank].add(record)
+        return CollectiveWork(self._world, self._global_rank, self._seq, gathering, record, copies, result,
+                              self._undelivered)
+
+    def _wait_for_pending_inputs(self, payload: Any) -> None:
+        """A tensor still pending from an earlier call, handed to a new one, gets its value first (NCCL orders
+        the two on its stream; here the earlier work is waited for)."""
+        tensors = list(flat_tensors(payload))
+        for record in list(self._world.pending[self._global_rank].works):
+            if record.waiter is not None and record.feeds(tensors):
+                record.waiter()
 
     # -- reductions -------------------------------------------------------------------------------------------
-    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> DoneWork:  # type: ignore[override]
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:  # type: ignore[override]
         op = red.op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         check.reduction(op, tensors)
 
@@ -153,12 +198,13 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 for part in parts:
                     part[i].copy_(total)
 
-        return self._collective("all_reduce", f"{op}, {describe_all(tensors)}", tensors, complete, tensors)
+        return self._collective("all_reduce", f"{op}, {describe_all(tensors)}", tensors, complete, tensors,
+                                every=tensors)
 
-    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> DoneWork:
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         return self.allreduce(tensors, opts)
 
-    def reduce(self, tensors: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
+    def reduce(self, tensors: list[torch.Tensor], opts: Any) -> dist.Work:  # type: ignore[override]
         op, root = red.op_name(opts.reduceOp), opts.rootRank
         check.root("reduce", root, self.size())
         check.reduction(op, tensors)
@@ -166,10 +212,11 @@ class SimulatedProcessGroup(dist.ProcessGroup):
         def complete(parts: list[list[torch.Tensor]]) -> None:
             parts[root][0].copy_(red.reduce_in_rank_order([p[0] for p in parts], op))
 
-        return self._collective("reduce", f"{op}, root {root}, {describe_all(tensors)}", tensors, complete, tensors)
+        return self._collective("reduce", f"{op}, root {root}, {describe_all(tensors)}", tensors, complete, tensors,
+                                outputs=tensors if self._group_rank == root else [], every=tensors)
 
     def reduce_scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],  # type: ignore[override]
-                       opts: Any) -> DoneWork:
+                       opts: Any) -> dist.Work:
         op = red.op_name(opts.reduceOp)
         check.reduction(op, outputs)
         check.reduce_scatter(outputs[0], input_lists[0], self.size())
@@ -179,9 +226,10 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 outs[0].copy_(red.reduce_in_rank_order([ins[0][member] for _, ins in parts], op))
 
         detail = f"{op}, {describe_all(input_lists[0])} -> {describe_all(outputs)}"
-        return self._collective("reduce_scatter", detail, (outputs, input_lists), complete, outputs)
+        return self._collective("reduce_scatter", detail, (outputs, input_lists), complete, outputs,
+                                every=[*input_lists[0], *outputs])
 
-    def _reduce_scatter_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> DoneWork:
+    def _reduce_scatter_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> dist.Work:
         op = red.op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         check.reduction(op, [inp])
         check.reduce_scatter_into(output, inp, self.size())
@@ -198,13 +246,12 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     reduce_scatter_single = _reduce_scatter_base  # type: ignore[assignment]
 
     def reduce_scatter_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                        opts: Any = None) -> DoneWork:
-        for out, inp in zip(outputs, inputs, strict=True):
-            self._reduce_scatter_base(out, inp, opts)
-        return DoneWork(outputs)
+                                        opts: Any = None) -> dist.Work:
+        works = [self._reduce_scatter_base(out, inp, opts) for out, inp in zip(outputs, inputs, strict=True)]
+        return AllWork(works, outputs) if self._world.strict else DoneWork(outputs)
 
     # -- data movement ---------------------------------------------------------------------------------------
-    def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> dist.Work:  # type: ignore[override]
         root = opts.rootRank
         check.root("broadcast", root, self.size())
 
@@ -213,10 +260,11 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 if member != root:
                     red.copy_all(part, parts[root])
 
-        return self._collective("broadcast", f"root {root}, {describe_all(tensors)}", tensors, complete, tensors)
+        return self._collective("broadcast", f"root {root}, {describe_all(tensors)}", tensors, complete, tensors,
+                                outputs=[] if self._group_rank == root else tensors, every=tensors)
 
     def allgather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
-                  opts: Any = None) -> DoneWork:
+                  opts: Any = None) -> dist.Work:
         check.allgather(output_lists[0], inputs[0], self.size())
 
         def complete(parts: list[tuple[list[list[torch.Tensor]], list[torch.Tensor]]]) -> None:
@@ -225,9 +273,10 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 red.copy_all(outs[0], sources)
 
         detail = describe_all(inputs)
-        return self._collective("all_gather", detail, (output_lists, inputs), complete, output_lists[0])
+        return self._collective("all_gather", detail, (output_lists, inputs), complete, output_lists[0],
+                                every=inputs)
 
-    def _allgather_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> DoneWork:
+    def _allgather_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> dist.Work:
         check.allgather_into(output, inp, self.size())
 
         def complete(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
@@ -241,12 +290,11 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     all_gather_single = _allgather_base  # type: ignore[assignment]
 
     def allgather_into_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                        opts: Any = None) -> DoneWork:
-        for out, inp in zip(outputs, inputs, strict=True):
-            self._allgather_base(out, inp, opts)
-        return DoneWork(outputs)
+                                        opts: Any = None) -> dist.Work:
+        works = [self._allgather_base(out, inp, opts) for out, inp in zip(outputs, inputs, strict=True)]
+        return AllWork(works, outputs) if self._world.strict else DoneWork(outputs)
 
-    def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any) -> DoneWork:  # type: ignore[override]
+    def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any) -> dist.Work:  # type: ignore[override]
         root = opts.rootRank
         check.root("gather", root, self.size())
         if self._group_rank == root:
@@ -257,9 +305,9 @@ class SimulatedProcessGroup(dist.ProcessGroup):
 
         result = output_lists[0] if output_lists else []
         return self._collective("gather", f"root {root}, {describe_all(inputs)}", (output_lists, inputs),
-                                complete, result)
+                                complete, result, every=inputs)
 
-    def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any) -> DoneWork:  # type: ignore[override]
+    def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any) -> dist.Work:  # type: ignore[override]
         root = opts.rootRank
         check.root("scatter", root, self.size())
         if self._group_rank == root:
@@ -271,19 +319,20 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 outs[0].copy_(sources[member])
 
         return self._collective("scatter", f"root {root}, {describe_all(outputs)}", (outputs, input_lists),
-                                complete, outputs)
+                                complete, outputs, every=outputs)
 
-    def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> DoneWork:
+    def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> dist.Work:
         check.alltoall(outputs, inputs, self.size())
 
         def complete(parts: list[tuple[list[torch.Tensor], list[torch.Tensor]]]) -> None:
             for member, (outs, _) in enumerate(parts):
                 red.copy_all(outs, [ins[member] for _, ins in parts])
 
-        return self._collective("all_to_all", f"{len(inputs)} tensors", (outputs, inputs), complete, outputs)
+        return self._collective("all_to_all", f"{len(inputs)} tensors", (outputs, inputs), complete, outputs,
+                                every=[*inputs, *outputs])
 
     def alltoall_base(self, output: torch.Tensor, inp: torch.Tensor, output_splits: list[int],
-                      input_splits: list[int], opts: Any = None) -> DoneWork:
+                      input_splits: list[int], opts: Any = None) -> dist.Work:
         size = len(self._group.members)
         check.alltoall_single(output, inp, output_splits, input_splits, size)
 
@@ -299,21 +348,46 @@ class SimulatedProcessGroup(dist.ProcessGroup):
 
     all_to_all_single = alltoall_base  # type: ignore[assignment]
 
-    def barrier(self, opts: Any = None) -> DoneWork:
+    def barrier(self, opts: Any = None) -> dist.Work:
         return self._collective("barrier", "", None, lambda parts: None, [])
 
     # -- point to point --------------------------------------------------------------------------------------
-    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> DoneWork:
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
+        if self._world.strict:
+            return self._post(Request("send", self._global_rank, (self._group.members[dst],), tag, tensors[0]))
         self._world.ranks[self._global_rank].last = f"send to rank {self._group.members[dst]} (tag {tag})"
         self._group.post(self._group_rank, dst, tag, tensors[0])
         self._world.turns.ready(self._group.members[dst])
         return DoneWork(tensors)
 
-    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> ReceiveWork:
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
+        if self._world.strict:
+            return self._post(Request("recv", self._global_rank, (self._group.members[src],), tag, tensors[0]))
         return ReceiveWork(lambda: self._receive(tensors[0], (src,), tag), tensors)
 
-    def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> ReceiveWork:
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> dist.Work:
+        if self._world.strict:
+            return self._post(Request("recv", self._global_rank, self._group.members, tag, tensors[0],
+                                      any_source=True))
         return ReceiveWork(lambda: self._receive(tensors[0], tuple(range(self.size())), tag), tensors)
+
+    def _post(self, request: Request) -> P2PWork:
+        """Strict mode: post a send or receive; its work completes when a call of the peer matches it."""
+        tensor = request.tensor
+        receiving = request.kind == "recv"
+        if not receiving:
+            self._wait_for_pending_inputs([tensor])
+        self._world.ranks[self._global_rank].last = request.text()
+        if receiving:
+            with internal():
+                poison(tensor)
+        matched = self._group.matcher.post(request)
+        if matched is not None:
+            self._world.turns.ready(matched.rank)
+        record = PendingWork(f"{request.text()} on {self._group.label}", call_site(),
+                             [tensor] if receiving else [], [] if receiving else [tensor])
+        self._world.pending[self._global_rank].add(record)
+        return P2PWork(self._world, request, record, self._group.members.index)
 
     def _receive(self, tensor: torch.Tensor, srcs: Sequence[int], tag: int) -> int:
         """Wait for a message from one of ``srcs`` (group ranks, lowest first); copy it in; its source."""

@@ -3,7 +3,7 @@
 Every member's process group numbers its collectives; the first member to arrive at collective ``k``
 states what it is (kind, reduction, dtypes, shapes, root), later members must state the same, and the last
 one to arrive completes it for everyone. Sends are buffered (they never wait); a receive waits until a
-matching message is there.
+matching message is there. In strict mode sends and receives match as ``p2p_strict`` says.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from pytest_dmlbench.world.simulated.p2p_strict import Matcher
+
 
 @dataclass(frozen=True)
 class Call:
@@ -22,6 +24,7 @@ class Call:
 
     kind: str
     detail: str
+    shapes: tuple[str, ...] = ()  # strict mode: every tensor's dtype and shape, where ``detail`` summarises many
 
     def __str__(self) -> str:
         return f"{self.kind}({self.detail})" if self.detail else self.kind
@@ -38,6 +41,16 @@ class Gathering:
     done: bool = False
 
 
+def _first_difference(first: Call, other: Call) -> str:
+    """Where two calls alike in their summary differ (strict mode's full shape check)."""
+    if (first.kind, first.detail) != (other.kind, other.detail) or first.shapes == other.shapes:
+        return ""
+    if len(first.shapes) != len(other.shapes):
+        return f" (strict mode: {len(other.shapes)} tensors where it gave {len(first.shapes)})"
+    index = next(i for i, (a, b) in enumerate(zip(first.shapes, other.shapes, strict=True)) if a != b)
+    return f" (strict mode: tensor {index} is {other.shapes[index]} where it gave {first.shapes[index]})"
+
+
 class CollectiveMismatch(Exception):
     """A member asked for another collective than the one its group is in; the message says both."""
 
@@ -50,6 +63,7 @@ class GroupState:
     members: tuple[int, ...]  # global ranks, in group-rank order
     pending: dict[int, Gathering] = field(default_factory=dict)
     mailbox: dict[tuple[int, int, int], deque[torch.Tensor]] = field(default_factory=dict)
+    matcher: Matcher = field(default_factory=Matcher)  # strict mode's unmatched sends and receives
 
     @property
     def label(self) -> str:
@@ -65,7 +79,7 @@ class GroupState:
         elif gathering.call != call:
             raise CollectiveMismatch(
                 f"rank {self.members[group_rank]} called {call} as collective #{seq} of {self.label}, where rank "
-                f"{self.members[gathering.first]} called {gathering.call}"
+                f"{self.members[gathering.first]} called {gathering.call}{_first_difference(gathering.call, call)}"
             )
         gathering.payloads[group_rank] = payload
         if len(gathering.payloads) == len(self.members):

@@ -74,9 +74,10 @@ class SimulatedCase:
     """Runs one case body on ``world_size`` simulated ranks."""
 
     def __init__(self, case_id: int, func: Callable[..., Any], arguments: Arguments, *, world_size: int,
-                 seed: int, timeout_s: float, communicates: bool = True) -> None:
+                 seed: int, timeout_s: float, communicates: bool = True, strict: bool = False) -> None:
         """``communicates=False``: the case means its ranks never to use the world's group (otherwise a passing
-        case on more than one rank that never did fails, see ``as_torchrun.group_unused``)."""
+        case on more than one rank that never did fails, see ``as_torchrun.group_unused``). ``strict``: async
+        work completes at ``wait()`` and sends when matched, as on NCCL (``pending``, ``p2p_strict``)."""
         self.case_id = case_id
         self.func = func
         self.arguments = arguments
@@ -93,7 +94,7 @@ class SimulatedCase:
             rng.switch(leaving, entering)
             self.process.switch(leaving, entering)
 
-        self.world = SharedWorld(world_size, on_switch)
+        self.world = SharedWorld(world_size, on_switch, strict=strict)
         self.store = HashStore()
         self.master_port = 0  # the port of the master store served while the world runs
 
@@ -119,6 +120,8 @@ class SimulatedCase:
                                          traceback=_trimmed_traceback(exc))
             state.state = "failed"
         finally:
+            if self.world.strict:
+                self.world.pending[rank].close()
             environ.unbind()
             turns.end(rank)
 

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_dmlbench.world.rank_names import rank_spans
+from pytest_dmlbench.world.simulated.p2p_strict import Blocked
+from pytest_dmlbench.world.simulated.pending import RankPending
 from pytest_dmlbench.world.simulated.rendezvous import GroupState
 from pytest_dmlbench.world.simulated.turns import TurnTaking
 
@@ -32,8 +34,11 @@ class RankState:
 class SharedWorld:
     """One simulated world of ``world_size`` ranks for one case."""
 
-    def __init__(self, world_size: int, on_switch: Callable[[int, int], None]) -> None:
+    def __init__(self, world_size: int, on_switch: Callable[[int, int], None], *, strict: bool = False) -> None:
         self.world_size = world_size
+        self.strict = strict  # strict mode: async work pending until wait(), sends complete when matched
+        self.pending = [RankPending(rank) for rank in range(world_size)] if strict else []
+        self.blocked: dict[int, Blocked] = {}  # strict mode: ranks waiting for an unmatched point-to-point call
         self.groups: dict[str, GroupState] = {}
         self.ranks = [RankState() for _ in range(world_size)]
         self.turns = TurnTaking(world_size, on_switch, self.stall_report)

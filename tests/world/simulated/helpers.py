@@ -13,10 +13,10 @@ from pytest_dmlbench.world.simulated.runner import SimulatedCase
 TIMEOUT_S = 600.0
 
 
-def simulate(body: Callable[..., Any], world_size: int, *, seed: int = 0) -> CaseOutcome:
-    """Run ``body(info)`` (``info``: the rank's DistInfo) on ``world_size`` simulated ranks."""
+def simulate(body: Callable[..., Any], world_size: int, *, seed: int = 0, strict: bool = False) -> CaseOutcome:
+    """Run ``body(info)`` (``info``: the rank's DistInfo) on ``world_size`` simulated ranks (in strict mode)."""
     return SimulatedCase(1, body, lambda info: {"info": info}, world_size=world_size, seed=seed,
-                         timeout_s=TIMEOUT_S).run()
+                         timeout_s=TIMEOUT_S, strict=strict).run()
 
 
 def passed(run: CaseOutcome, world_size: int) -> bool:
