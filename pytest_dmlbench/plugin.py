@@ -261,8 +261,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", GATE_MARKER_DOC)
     try:
         settings = build_config(config)
-        if settings.enabled:
-            _check_outputs(settings)
+        if settings.enabled and not hasattr(config, "workerinput"):  # the xdist controller checked before workers
+            _check_outputs(settings)  # started; a worker's check could remove a folder another one is probing
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONFIG_KEY] = settings
