@@ -18,6 +18,7 @@ def iterations_for(nbytes: int) -> int:
 
 
 @pytest.mark.dmlbench(timeout=300)
+@pytest.mark.dmlbench_smoke("size")
 @pytest.mark.parametrize("size", list(SIZES), ids=list(SIZES))
 @pytest.mark.parametrize("op", OPS, ids=OPS)
 def test_collective_bandwidth(dist, dmlbench, op: str, size: str) -> None:

@@ -345,6 +345,7 @@ def pinned(*world_sizes: int) -> list[Any]:
 
 
 @pytest.mark.dmlbench(scaling=True)
+@pytest.mark.dmlbench_smoke("model_name")
 @pytest.mark.parametrize("momentum", MOMENTA)
 @pytest.mark.parametrize("model_name", MODELS)
 @pytest.mark.parametrize("name", EXACT)
@@ -372,6 +373,7 @@ def test_dedicated_parameter_server_matches_reference(dist: Any, world_size: int
 
 
 @pytest.mark.dmlbench(scaling=True)
+@pytest.mark.dmlbench_smoke("model_name")
 @pytest.mark.parametrize("model_name", ["mlp", "cnn"])
 def test_exact_strategies_agree(dist: Any, model_name: str) -> None:
     check_strategies_agree(["ddp", "allreduce", "bucketed", "ps"], model_name, 0.9)
@@ -459,6 +461,7 @@ ZERO_STAGES = [pytest.param(stage, id=f"zero{stage}") for stage in (0, 1, 2)]
 
 @needs_deepspeed
 @pytest.mark.dmlbench(scaling=True, timeout=300)
+@pytest.mark.dmlbench_smoke("model_name")
 @pytest.mark.parametrize("momentum", MOMENTA)
 @pytest.mark.parametrize("zero_stage", ZERO_STAGES)
 @pytest.mark.parametrize("model_name", ["mlp", "cnn"])

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.mark.correctness
 @pytest.mark.dmlbench
+@pytest.mark.dmlbench_smoke("model_name")
 @pytest.mark.parametrize("momentum", MOMENTA)
 @pytest.mark.parametrize("model_name", MODELS)
 def test_horovod_matches_single_process_reference_float64(dist: Any, model_name: str, momentum: float) -> None:

@@ -28,6 +28,7 @@ WARMUP = 1
 
 
 @pytest.mark.dmlbench(world_size=1, timeout=600)
+@pytest.mark.dmlbench_smoke("batch_size", "num_workers")
 @pytest.mark.parametrize("mode", MODES, ids=MODES)
 @pytest.mark.parametrize("batch_size", BATCH_SIZES, ids=[f"bs{b}" for b in BATCH_SIZES])
 @pytest.mark.parametrize("num_workers", WORKERS, ids=[f"workers{w}" for w in WORKERS])

@@ -118,6 +118,7 @@ FAULT_FAILURES = {
 
 
 # ----------------------------------------------------------------------------------------- equivalence
+@pytest.mark.dmlbench_smoke("model_name")
 @pytest.mark.parametrize("world_size", pinned(2, 4))
 @pytest.mark.parametrize("reshard_after_forward", RESHARD)
 @pytest.mark.parametrize("model_name", ["mlp", "cnn", "transformer"])
@@ -131,6 +132,7 @@ def test_fsdp_without_momentum_matches_single_process_reference_float64(dist: An
     check_strategy("fsdp", "mlp", 0.0)
 
 
+@pytest.mark.dmlbench_smoke("model_name")
 @pytest.mark.parametrize("world_size", pinned(2, 4))
 @pytest.mark.parametrize("momentum", MOMENTA)
 @pytest.mark.parametrize("model_name", ["mlp", "cnn"])

@@ -153,6 +153,7 @@ def build_pair(name: str, model_name: str, momentum: float, **options: Any) -> t
 
 
 # -------------------------------------------------------------------------------------------------- cases
+@pytest.mark.dmlbench_smoke("size")
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize(("name", "options", "momentum"), EXACT, ids=[e[0] for e in EXACT])
 def test_strategy_matches_reference_at_scale(size: int, name: str, options: dict[str, Any], momentum: float,
@@ -162,6 +163,7 @@ def test_strategy_matches_reference_at_scale(size: int, name: str, options: dict
 
 
 
+@pytest.mark.dmlbench_smoke("size")
 @pytest.mark.parametrize("size", [simulated(64, pytest.mark.correctness), simulated(1024, pytest.mark.scale)])
 def test_a_strategy_that_skips_synchronisation_is_caught(size: int, dist: Any) -> None:
     """Negative control: the all-reduce strategy with its communication off fails the same check, naming

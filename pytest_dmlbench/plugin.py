@@ -60,6 +60,7 @@ from pytest_dmlbench.progress import register as register_progress
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results.table_layout import wrap_text
 from pytest_dmlbench.results_reporter import CASE_ATTR, REPORT_ATTR, ResultsReporter
+from pytest_dmlbench.smoke import SMOKE_MARKER_DOC, smoke_items
 from pytest_dmlbench.stash_keys import (
     BACKEND_KEY,
     BUILDER_KEY,
@@ -170,8 +171,9 @@ _FLAGS: list[tuple[str, str, str]] = [
      "settle (a pair budget spent while the interval straddled the threshold, overlapping single readings, "
      "validations not judged)"),
     ("--dmlbench-smoke", "dmlbench_smoke",
-     "run every case once, each measurement for one round, and judge and save nothing: checks that the "
-     "suite runs, in a fraction of its time"),
+     "run each case in its smallest form (every parameter value once, not every combination; a sweep named "
+     "by @pytest.mark.dmlbench_smoke at its smallest value), each measurement for one round, and judge and save "
+     "nothing: checks that the suite runs, in a fraction of its time"),
 ]
 
 
@@ -259,6 +261,7 @@ def _check_outputs(settings: DmlbenchConfig) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
     config.addinivalue_line("markers", GATE_MARKER_DOC)
+    config.addinivalue_line("markers", SMOKE_MARKER_DOC)
     try:
         settings = build_config(config)
         if settings.enabled and not hasattr(config, "workerinput"):  # the xdist controller checked before workers
@@ -304,8 +307,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         engine.close()
 
 
-SMOKE_NOTE = ("dmlbench: smoke run (--dmlbench-smoke): every case ran, each measurement for one round; "
-              "the figures are not judged or saved")
+SMOKE_NOTE = ("dmlbench: smoke run (--dmlbench-smoke): each case in its smallest form (every parameter value "
+              "once, sweeps at their smallest; the other combinations deselected), each measurement for one "
+              "round; the figures are not judged or saved")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -365,6 +369,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     settings = config.stash[CONFIG_KEY]
+    if settings.enabled and settings.smoke:  # every parameter value once, sweeps at their smallest
+        kept, left_out = smoke_items(items)
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = kept
     for item in items:
         marker = item.get_closest_marker("dmlbench")
         if not isinstance(item, pytest.Function) or marker is None:
