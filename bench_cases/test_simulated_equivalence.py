@@ -45,15 +45,18 @@ EXACT = [
 ]
 
 
-def simulated(size: int, suite: pytest.MarkDecorator) -> Any:
-    """A world size as a parameter whose marks run the case on that many simulated ranks."""
-    return pytest.param(size, id=f"ranks{size}", marks=[
-        suite, pytest.mark.dmlbench(world_size=size, launcher="simulated", timeout=600)])
+def simulated(size: int, suite: pytest.MarkDecorator, *, strict: bool = False) -> Any:
+    """A world size as a parameter whose marks run the case on that many simulated ranks (``strict``: in strict
+    mode; otherwise as the run says, ``--dmlbench-strict``)."""
+    mode = {"strict": True} if strict else {}
+    return pytest.param(size, id=f"ranks{size}{'-strict' if strict else ''}", marks=[
+        suite, pytest.mark.dmlbench(world_size=size, launcher="simulated", timeout=600, **mode)])
 
 
-# 1024 ranks run in the scale suite (pytest --dmlbench -m scale), kept out of CI's correctness run for time
+# 1024 ranks run in the scale suite (pytest --dmlbench -m scale), kept out of CI's correctness run for time, and
+# there in strict mode too (at 64 ranks CI runs it in one world: tests/world/simulated/test_strict_strategies.py)
 SIZES = [simulated(64, pytest.mark.correctness), simulated(256, pytest.mark.correctness),
-         simulated(1024, pytest.mark.scale)]
+         simulated(1024, pytest.mark.scale), simulated(1024, pytest.mark.scale, strict=True)]
 
 
 def make_model(name: str) -> nn.Module:

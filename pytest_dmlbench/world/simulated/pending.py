@@ -102,6 +102,7 @@ _NOT_ACCESS = frozenset({
     "split_with_sizes", "tensor_split", "flatten", "unflatten", "squeeze", "unsqueeze", "expand", "expand_as",
     "t", "transpose", "permute", "movedim", "detach", "view_as_real", "view_as_complex", "__getitem__",
     "requires_grad_", "retain_grad", "register_hook", "_is_view", "_base", "is_leaf", "has_names",
+    "wait_tensor",  # torch's wait for a functional collective's output: it waits for the work
     "_typed_storage", "storage", "share_memory_", "is_meta", "is_inference",
 })
 _WRITE_DUNDERS = frozenset({"__setitem__", "__set__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
@@ -140,6 +141,15 @@ def internal() -> Iterator[None]:
 
 
 _DISTRIBUTED = "torch.distributed"  # its calls reach the process group, which orders pending tensors itself
+# torch's own operators on collective outputs (wait_tensor, DTensor's wrapping): they wait where they must
+_DISTRIBUTED_OPS = ("_c10d_functional", "_c10d_functional_autograd", "c10d", "_dtensor")
+
+
+def _distributed(func: Callable[..., Any]) -> bool:
+    namespace = getattr(func, "namespace", None)
+    if namespace is not None:
+        return str(namespace) in _DISTRIBUTED_OPS
+    return str(getattr(func, "__module__", "")).startswith(_DISTRIBUTED)
 
 
 class _Watch(TorchFunctionMode):
@@ -153,7 +163,7 @@ class _Watch(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.pending.works and not _INTERNAL.depth:
             name = _name(func)
-            if name not in _NOT_ACCESS and not str(getattr(func, "__module__", "")).startswith(_DISTRIBUTED):
+            if name not in _NOT_ACCESS and not _distributed(func):
                 self._check(func, name, args, kwargs)
         return func(*args, **kwargs)
 
