@@ -1,16 +1,17 @@
 """The README's stored-baseline recipe, followed literally, on unchanged code and on a 30 % slowdown.
 
 A temporary project holds 10 compute-bound cases (matrix products of 10 sizes, ``dmlbench(fn)``). The
-recipe: save the baselines ``--saves`` times in a row (``pytest --dmlbench --world-size 2 --dmlbench-save``,
-what ``ci/refresh_baselines.sh`` does), then compare with plain runs. Counted over real pytest sessions:
+recipe: save the baselines ``--saves`` times in a row (``pytest --dmlbench --world-size 2 --dmlbench-save``;
+by default 3, the README's "from three saves", the fewest the stored gate judges a timed figure on;
+``ci/refresh_baselines.sh`` does 5), then compare with plain runs. Counted over real pytest sessions:
 
 * false failures: items that failed in ``--compares`` plain runs of the unchanged code;
 * detection: items that failed in ``--slowed`` plain runs of the code made 30 % slower (every product
   repeated 1.3 times as often);
 * verdict kinds of every judged figure, so that inconclusive figures are visible, not hidden.
 
-    python ci/stored_recipe_check.py                       # 5 saves, 5 compares, 2 slowed: about 10 minutes
-    python ci/stored_recipe_check.py --saves 3 --compares 3 --slowed 1
+    python ci/stored_recipe_check.py                       # 3 saves, 5 compares, 2 slowed
+    python ci/stored_recipe_check.py --saves 5 --compares 3 --slowed 1
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ import tempfile
 import textwrap
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
+
+from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
 
 CASES = textwrap.dedent(
     '''
@@ -80,11 +84,12 @@ def judged(document: dict[str, object]) -> tuple[int, Counter[str], Counter[str]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--saves", type=int, default=5)
+    parser.add_argument("--saves", type=int, default=MIN_RUNS)
     parser.add_argument("--compares", type=int, default=5)
     parser.add_argument("--slowed", type=int, default=2)
     args = parser.parse_args()
     begin = time.monotonic()
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="dmlbench-recipe-") as folder:
         project = Path(folder)
         (project / "test_recipe.py").write_text(CASES)
@@ -112,6 +117,8 @@ def main() -> None:
                   flush=True)
     print(f"\nrecipe: {args.saves} saves; unchanged: {false_items} of {items} items failed; "
           f"30 % slowdown: {caught} of {slowed_items} caught; {time.monotonic() - begin:.0f} s in all")
+    print(f"measured {datetime.now(timezone.utc):%Y-%m-%d} on {os.cpu_count()} core(s), load average {load:.1f} "
+          "at the start")
 
 
 if __name__ == "__main__":
