@@ -53,11 +53,25 @@ class RayEngine:
         spec = WorldSpec(world_id=next(self._ids), world_size=world_size, backend="gloo", store_path="",
                          out_dir="", threads=self.facts.threads_per_rank(world_size), init_timeout_s=INIT_TIMEOUT_S)
         world = RayWorld(spec, self.registry, spread=self.spread)
+        self._make_room(world_size * world.cpus_per_rank)
         try:
             world.start()
         finally:
             self._started_ray = self._started_ray or (not ray_was_up and "ray" in sys.modules)
         return world
+
+    def _make_room(self, cpus: float) -> None:
+        """Free the cluster for a world that needs ``cpus`` CPUs: stop the kept worlds when too few CPUs are
+        free, and shut down an embedded Ray too small for it (it was started for the first world's size; the
+        next world starts a large enough one), so one run mixes world sizes on Ray as on the other launchers."""
+        ray = sys.modules.get("ray")
+        if ray is None or not ray.is_initialized() or ray.available_resources().get("CPU", 0.0) >= cpus:
+            return
+        for world in self._worlds.values():
+            world.stop()
+        self._worlds.clear()
+        if self._started_ray and ray.cluster_resources().get("CPU", 0.0) < cpus:
+            ray.shutdown()
 
     def _world(self, world_size: int) -> RayWorld:
         current = self._worlds.get(world_size)

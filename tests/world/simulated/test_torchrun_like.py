@@ -2,9 +2,10 @@
 adopted by ``init_process_group`` and kept by ``destroy_process_group``, ``run_script`` with each rank's argv,
 output, exit status and rank, and a case whose ranks never used the group failing with that reason.
 
-End to end, the torchrun-style script ``tests/world/data/torchrun_train.py`` gives the same losses on forked
-and simulated ranks at world sizes 2 and 4 (one pytest run, both launchers); its variant that ignores the
-variables fails on simulated ranks with the reason. Negative controls: without the per-rank variables the
+End to end, the torchrun-style script ``tests/world/data/torchrun_train.py`` gives the same losses on forked,
+Ray and simulated ranks at world sizes 2 and 4 (one pytest run, every launcher), and on ranks torchrun launched
+(pytest under torchrun at 2 and 4 processes); its variant that ignores the variables fails on simulated ranks
+with the reason. Negative controls: without the per-rank variables the
 script fails on ``RANK``; without the adoption its ``init_process_group`` is torch's "twice" error; without
 the per-rank process state 64 ranks' argv and output mix.
 """
@@ -17,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +34,7 @@ from pytest_dmlbench.world.scripts import ScriptRun, run_script
 from pytest_dmlbench.world.simulated import process_state
 from pytest_dmlbench.world.simulated.rank_environ import RankEnviron
 from pytest_dmlbench.world.simulated.turns import WorldAborted
-from tests.conftest import run_pytest, write_files
+from tests.conftest import Outcome, SharedSessions, clean_env, run_pytest, write_files
 from tests.world.simulated.helpers import passed, simulate
 
 SCRIPT = Path(__file__).parents[1] / "data" / "torchrun_train.py"
@@ -45,8 +47,8 @@ TRAINING = """
     HERE = pathlib.Path(__file__).parent
 
     def launchers(size):
-        return [pytest.param("fork", marks=pytest.mark.dmlbench(world_size=size)),
-                pytest.param("simulated", marks=pytest.mark.dmlbench(world_size=size, launcher="simulated"))]
+        return [pytest.param(launcher, marks=pytest.mark.dmlbench(world_size=size, launcher=launcher))
+                for launcher in LAUNCHERS]
 
     def train(dist, launcher, *extra):
         out = HERE / f"{launcher}-{dist.world_size}"
@@ -75,47 +77,109 @@ NO_VARIABLES = """
 """
 
 
-def _training_run(folder: Path, *args: str, **extra: str) -> Any:
-    write_files(folder, **{"test_training.py": TRAINING}, **extra)
+UNDER_TORCHRUN = """
+    import json, pathlib, re
+    import pytest
+    from pytest_dmlbench.world.scripts import run_script
+
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.mark.dmlbench
+    def test_under_torchrun(dist):
+        out = HERE / f"torchrun-{dist.world_size}"
+        run = run_script(str(HERE / "torchrun_train.py"), "--out", str(out))
+        assert run.rank == dist.rank
+        losses = [float(m) for m in re.findall(rf"rank {dist.rank} local_rank {dist.rank} loss (\\S+)", run.output)]
+        (out / f"losses-{dist.rank}.json").write_text(json.dumps(losses))
+"""
+
+# a run on the forked launcher runs the fork and simulated cases and skips the Ray ones; a Ray run the Ray ones
+LAUNCHERS = ("fork", "simulated", "ray")
+
+
+def _training_run(folder: Path, *args: str, launchers: tuple[str, ...] = LAUNCHERS, **extra: str) -> Outcome:
+    write_files(folder, **{"test_training.py": f"LAUNCHERS = {launchers!r}\n" + textwrap.dedent(TRAINING)},
+                **extra)
     shutil.copy(SCRIPT, folder / SCRIPT.name)
-    return run_pytest(folder, "--dmlbench", "-p", "no:randomly", "-v", *args)
+    return run_pytest(folder, "--dmlbench", "-p", "no:randomly", "-v", *args, timeout=600)
+
+
+def _under_torchrun(folder: Path, nproc: int) -> Any:
+    """pytest launched by torchrun on ``nproc`` processes, each a rank of the launcher's world, running the
+    script through ``run_script`` in a case that takes the launcher's world size."""
+    write_files(folder, **{"test_under_torchrun.py": UNDER_TORCHRUN})
+    shutil.copy(SCRIPT, folder / SCRIPT.name)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+         "--log-dir", str(folder / f"torchrun-logs-{nproc}"),  # not a /tmp/torchelastic_* folder left behind
+         "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", "-v"],
+        cwd=folder, capture_output=True, text=True, timeout=300, env=clean_env())
+    return Outcome(proc.returncode, proc.stdout + proc.stderr)
 
 
 def _losses(folder: Path, world_size: int) -> list[list[float]]:
     return [json.loads((folder / f"losses-{rank}.json").read_text()) for rank in range(world_size)]
 
 
-def test_the_script_trains_alike_on_forked_and_simulated_ranks(tmp_path: Path) -> None:
-    result = _training_run(tmp_path)
-    for case in ("test_ws2[fork]", "test_ws2[simulated]", "test_ws4[fork]", "test_ws4[simulated]"):
-        assert f"test_training.py::{case} PASSED" in result.output, result.output
+def _assert_trained_alike(forked_folder: Path, other_folder: Path, world_size: int, exact: bool) -> None:
+    """Every rank of ``other_folder`` logged the forked ranks' losses and wrote their checkpoint."""
+    forked, other = _losses(forked_folder, world_size), _losses(other_folder, world_size)
+    assert len(forked[0]) == 6 and all(losses == forked[0] for losses in forked)
+    assert all(losses == other[0] for losses in other), f"the ranks' losses differ in {other_folder.name}"
+    assert other[0] == forked[0] if exact else other[0] == pytest.approx(forked[0], rel=1e-12), other_folder.name
+    for rank in range(world_size):  # a checkpoint per rank, equal across ranks and launchers
+        mine = torch.load(other_folder / f"checkpoint-rank{rank}.pt")
+        theirs = torch.load(forked_folder / f"checkpoint-rank{rank}.pt")
+        assert all(torch.allclose(mine[k], theirs[k], rtol=1e-12, atol=0) for k in mine), other_folder.name
+
+
+def test_the_script_trains_alike_on_forked_and_simulated_ranks(shared_sessions: SharedSessions) -> None:
+    result, folder = shared_sessions.get("torchrun-like-training", _training_run)
+    for launcher in ("fork", "simulated"):
+        for size in (2, 4):
+            assert f"test_training.py::test_ws{size}[{launcher}] PASSED" in result.output, result.output
     for world_size in (2, 4):
-        forked, simulated = _losses(tmp_path / f"fork-{world_size}", world_size), \
-            _losses(tmp_path / f"simulated-{world_size}", world_size)
-        assert len(forked[0]) == 6 and all(losses == forked[0] for losses in forked)
-        assert all(losses == simulated[0] for losses in simulated), "the simulated ranks' losses differ"
-        # a sum of two is the same in either order; of four, gloo's order and the documented left fold may
-        # differ in the last bits
-        assert simulated[0] == forked[0] if world_size == 2 else simulated[0] == pytest.approx(forked[0], rel=1e-12)
-        for rank in range(world_size):  # a checkpoint per rank, equal across ranks and launchers
-            mine = torch.load(tmp_path / f"simulated-{world_size}" / f"checkpoint-rank{rank}.pt")
-            theirs = torch.load(tmp_path / f"fork-{world_size}" / f"checkpoint-rank{rank}.pt")
-            assert all(torch.allclose(mine[k], theirs[k], rtol=1e-12, atol=0) for k in mine)
+        # a sum of two is the same in either order; of four, gloo's order and the simulated ranks' documented
+        # left fold may differ in the last bits
+        _assert_trained_alike(folder / f"fork-{world_size}", folder / f"simulated-{world_size}", world_size,
+                              exact=world_size == 2)
     # the variant that ignores the variables: each rank trained alone, and the case says so
     result.lines.fnmatch_lines(["*_ test_ignores_the_variables _*",
                                 "distributed case failed on rank(s) 0, 1 of 2 (simulated)", "",
                                 "[[]ranks 0, 1] failed alike (rank 0's shown):",
                                 "none of the 2 simulated ranks issued a collective or a point-to-point call: each "
                                 "rank ran the case on its own*"])
-    assert sorted(os.listdir(tmp_path / "no-env")) == ["checkpoint-rank0.pt"]  # both ranks wrote one file
-    result.lines.fnmatch_lines(["*1 failed, 4 passed*"])
+    assert sorted(os.listdir(folder / "no-env")) == ["checkpoint-rank0.pt"]  # both ranks wrote one file
+    result.lines.fnmatch_lines(["*1 failed, 4 passed, 2 skipped*"])
+
+
+def test_the_script_trains_alike_on_ray_ranks(shared_sessions: SharedSessions, tmp_path: Path) -> None:
+    """One Ray start for both world sizes; gloo's ranks on Ray sum as the forked ones do, exactly."""
+    pytest.importorskip("ray", reason="the Ray launcher needs Ray: pip install 'pytest-dmlbench[ray]'")
+    forked, folder = shared_sessions.get("torchrun-like-training", _training_run)
+    result = _training_run(tmp_path, "--dmlbench-launcher", "ray", "-k", "ray")
+    assert result.returncode == 0, result.output
+    result.lines.fnmatch_lines(["*test_ws2[[]ray[]] PASSED*", "*test_ws4[[]ray[]] PASSED*"])
+    for world_size in (2, 4):
+        assert f"test_training.py::test_ws{world_size}[fork] PASSED" in forked.output, forked.output
+        _assert_trained_alike(folder / f"fork-{world_size}", tmp_path / f"ray-{world_size}", world_size, exact=True)
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_the_script_trains_alike_on_ranks_torchrun_launched(shared_sessions: SharedSessions, tmp_path: Path,
+                                                            nproc: int) -> None:
+    forked, folder = shared_sessions.get("torchrun-like-training", _training_run)
+    assert f"test_training.py::test_ws{nproc}[fork] PASSED" in forked.output, forked.output
+    result = _under_torchrun(tmp_path, nproc)
+    assert result.returncode == 0 and "1 passed" in result.output, result.output
+    _assert_trained_alike(folder / f"fork-{nproc}", tmp_path / f"torchrun-{nproc}", nproc, exact=True)
 
 
 def test_negative_control_without_the_variables_the_script_does_not_train_distributed(tmp_path: Path) -> None:
     """Without its variables a simulated rank cannot tell it was launched: the script trains one model per rank
     (the issue's silent divergence) and ``run_script`` takes every rank for rank 0 (the issue's wrong blame)."""
     result = _training_run(tmp_path, "--dmlbench-launcher", "simulated", "-k", "ws2 and simulated",
-                           **{"conftest.py": NO_VARIABLES})
+                           launchers=("simulated",), **{"conftest.py": NO_VARIABLES})
     result.lines.fnmatch_lines(["*test_ws2[[]simulated[]] FAILED*", "distributed case failed on rank(s) 1 of 2 *",
                                 "[[]rank 1] failed:", "*assert run.rank == dist.rank", "AssertionError: assert 0 == 1"])
     assert result.output.count("step 5 rank 0 local_rank 0 loss") >= 2  # both ranks trained, alone, as rank 0
