@@ -185,6 +185,7 @@ class RankPending:
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.works: list[PendingWork] = []
+        self.violation = ""  # the first access reported, kept in case the case caught the exception
         self._watch = _Watch(self)
         self._watching = False
 
@@ -217,7 +218,7 @@ class RankPending:
             if hit is not None:
                 role = "output" if any(hit is t for t, _ in work.outputs) else "input"
                 action = "wrote" if written else "read"
-                raise PendingTensorAccess(
+                raise self._violation(
                     f"strict mode: rank {self.rank} {action} a tensor ({describe(tensor)}) in "
                     f"{getattr(func, '__qualname__', _name(func))} before wait() on {work.what} "
                     f"(issued at {work.site or 'an unknown line'}), of which it is an "
@@ -226,6 +227,10 @@ class RankPending:
                        if role == "output" else "input may still be read by the transfer: changing it now "
                        "corrupts what the peers get")
                     + ". Call wait() on the work first (or drop async_op=True)")
+
+    def _violation(self, message: str) -> PendingTensorAccess:
+        self.violation = self.violation or message
+        return PendingTensorAccess(message)
 
 
 def _top_mode() -> Any:

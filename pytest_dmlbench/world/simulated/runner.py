@@ -111,6 +111,10 @@ class SimulatedCase:
             state.state = "running"
             dist.init_process_group(BACKEND_NAME, store=self.store, rank=rank, world_size=self.world_size)
             result.outcome = self._run_body(rank)
+            caught = self.world.pending[rank].violation if self.world.strict else ""
+            if caught and result.outcome.status == "passed":  # the case caught PendingTensorAccess and went on
+                result.outcome = replace(result.outcome, status="failed",
+                                         message=f"{caught} (raised on this rank and caught by the case)")
             state.state = "failed" if result.outcome.status == "failed" else "ended"
         except WorldAborted as exc:
             result.stack = _trimmed_traceback(exc)

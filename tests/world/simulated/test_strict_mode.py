@@ -47,6 +47,21 @@ def test_negative_controls_of_the_read_the_correct_code_passes_and_without_stric
     assert passed(simulate(_async_all_reduce(read_before_wait=True), 4), 4)
 
 
+def test_an_access_the_case_catches_still_fails_the_rank() -> None:
+    def body(info: Any) -> None:
+        tensor = torch.ones(2)
+        work = dist.all_reduce(tensor, async_op=True)
+        try:
+            tensor.add_(1)
+        except Exception:  # a broad handler in the case must not hide the race
+            pass
+        work.wait()
+
+    text = report(simulate(body, 2, strict=True), 2)
+    assert "rank 0 wrote a tensor (float32[2]) in TensorBase.add_ before wait() on all_reduce(SUM, float32[2]) #1" \
+           in text and "(raised on this rank and caught by the case)" in text
+
+
 def test_an_async_output_holds_poison_until_wait_and_its_value_after() -> None:
     seen: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
