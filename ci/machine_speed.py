@@ -61,9 +61,11 @@ def import_torch_seconds(runs: int = 3) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a sentence")
+    parser.add_argument("--products", type=int, default=PRODUCTS, help=f"timed products (default {PRODUCTS})")
+    parser.add_argument("--imports", type=int, default=3, help="fresh interpreters timed (default 3)")
     args = parser.parse_args(argv)
-    gflops = matmul_gflops()
-    imports = import_torch_seconds()
+    gflops = matmul_gflops(products=args.products)
+    imports = import_torch_seconds(runs=args.imports)
     if args.json:
         print(json.dumps({"matmul_gflops": round(gflops, 1), "threads": THREADS, "size": SIZE,
                           "import_torch_s": round(imports, 2)}))
