@@ -17,14 +17,15 @@ from typing import TypeVar
 
 import pytest
 
+from tests.gpu_host import remember_host_setting
+
 # The plugin's tests describe a host without GPUs: GPUs are hidden from this process and every process it
 # starts (before anything initialises CUDA), so the suite passes alike with and without GPUs. The backend
-# choice itself is tested with injected device counts (tests/world/test_backend.py). tests/gpu runs the
-# CUDA and NCCL paths where DMLBENCH_TEST_GPUS=1 keeps the GPUs visible.
-GPUS_VISIBLE = os.environ.get("DMLBENCH_TEST_GPUS") == "1"
-if not GPUS_VISIBLE:
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-GPU_SKIP = "needs a CUDA device, and DMLBENCH_TEST_GPUS=1 (the rest of the suite hides GPUs)"
+# choice itself is tested with injected device counts (tests/world/test_backend.py). The host's own setting is
+# kept first: tests/gpu is collected on every host and runs the CUDA and NCCL paths in subprocesses given it,
+# wherever the host has the devices (tests/gpu_host.py), and is skipped with the reason elsewhere.
+remember_host_setting(os.environ)
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
 @dataclass

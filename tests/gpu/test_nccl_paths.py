@@ -1,21 +1,19 @@
-"""The NCCL and CUDA paths on a real GPU (skipped without one): backend choice, ``cuda:<rank>``, CUDA peak
-memory, strategies on CUDA tensors, gloo with CUDA tensors, and the refusal to fork after CUDA was
-initialised in the pytest process. Each runs pytest in a subprocess, as a user would."""
+"""The NCCL and CUDA paths on a real GPU (collected on every host, skipped with the reason without one):
+backend choice, ``cuda:<rank>``, CUDA peak memory, strategies on CUDA tensors, gloo with CUDA tensors, and the
+refusal to fork after CUDA was initialised in the pytest process. Each runs pytest in a subprocess, as a user
+would, given the host's GPUs (the suite hides them from itself). NCCL between 2+ ranks:
+tests/gpu/test_gpu_paths_script.py."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-import torch
+from tests.gpu_host import host_devices, host_env, needs_gpus
 
-from tests.conftest import GPU_SKIP
-
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason=GPU_SKIP)
+pytestmark = needs_gpus(1)
 
 CASES = '''
 import pytest, torch, torch.distributed as td
@@ -62,7 +60,7 @@ def test_any(dist):
 
 
 def run_pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    env = {k: v for k, v in host_env().items() if not k.startswith(("PYTEST_", "RANK", "WORLD_SIZE", "MASTER_"))}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dmlbench", *args],
                           cwd=folder, capture_output=True, text=True, timeout=600, env=env)
 
@@ -80,7 +78,7 @@ def test_nccl_and_cuda_paths(tmp_path: Path) -> None:
 
 
 def test_nccl_without_enough_gpus_is_a_skip(tmp_path: Path) -> None:
-    too_many = torch.cuda.device_count() + 1
+    too_many = host_devices() + 1
     (tmp_path / "test_many.py").write_text(
         f"import pytest\n@pytest.mark.dmlbench(world_size={too_many}, backend='nccl')\ndef test_x(dist):\n    pass\n")
     proc = run_pytest(tmp_path, "-q", "-rs", "test_many.py")

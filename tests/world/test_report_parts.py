@@ -18,7 +18,6 @@ from pytest_dmlbench.world.hang import place_of
 from pytest_dmlbench.world.messages import RankOutcome
 from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
 from pytest_dmlbench.world.rank_warnings import RankWarning, filters_in_force, raise_in_parent, recorded
-from tests.conftest import GPUS_VISIBLE
 
 TORCH = "/venv/lib/python3.11/site-packages/torch"
 PLUGIN = "/repo/pytest_dmlbench"
@@ -192,7 +191,6 @@ def test_a_threaded_process_counts_in_a_new_interpreter(monkeypatch: pytest.Monk
         cuda_count._count_in_new_interpreter(60)
 
 
-@pytest.mark.skipif(GPUS_VISIBLE, reason="counts the GPUs the suite hides")
 def test_a_single_threaded_process_counts_in_a_forked_child() -> None:
     """The suite hides GPUs (CUDA_VISIBLE_DEVICES=""), so the child counts none."""
     assert cuda_count._count_in_forked_child(60) == 0
