@@ -195,14 +195,15 @@ def summary(cases: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def run_session(folder: Path, name: str, args: list[str], timeout_s: float) -> list[dict[str, Any]]:
-    """One pytest session on NCCL; its cases from ``--dmlbench-json`` (none if it wrote none)."""
+def run_session(folder: Path, name: str, args: list[str], timeout_s: float, cwd: Path) -> list[dict[str, Any]]:
+    """One pytest session on NCCL, run in ``cwd``, writing to ``folder``; its cases from ``--dmlbench-json`` (none
+    if it wrote none)."""
     results = folder / f"{name}.json"
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "--dmlbench",
                "--dmlbench-backend", "nccl", "--dmlbench-json", str(results), *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RANK", "WORLD_SIZE", "MASTER_"))}
     try:
-        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout_s,
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
                               check=False)
         output = done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
@@ -233,15 +234,15 @@ def main(argv: list[str] | None = None, count_devices: Callable[[], int] | None 
     cases: list[dict[str, Any]] = []
     if why_not is None:
         with tempfile.TemporaryDirectory(prefix="gpu-paths-") as scratch:
-            folder = args.keep or Path(scratch)
+            folder = (args.keep or Path(scratch)).resolve()  # the sessions run in other folders
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "test_gpu_paths.py").write_text(CASES)
             budget = args.timeout_s
             cases += run_session(folder, "gpu_cases", ["--world-size", str(ranks), "test_gpu_paths.py"],
-                                 budget * 0.6)
+                                 budget * 0.6, cwd=folder)
             left = max(30.0, budget - (time.monotonic() - started))
             cases += run_session(folder, "equivalence", ["--world-size", str(ranks), "-k", "float64 and mlp",
-                                                         str(ROOT / "bench_cases" / "test_equivalence.py")], left)
+                                                         "bench_cases/test_equivalence.py"], left, cwd=ROOT)
     lines = path_lines(cases, ranks, why_not)
     print(f"GPU paths at {ranks} rank(s) on NCCL, {time.monotonic() - started:.0f} s:")
     print("\n".join(lines))
