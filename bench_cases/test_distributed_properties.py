@@ -32,6 +32,7 @@ from torch import nn
 
 from pytest_dmlbench.data import shard_bounds
 from pytest_dmlbench.errors import ConfigError
+from pytest_dmlbench.measure.rounds import smoke_or
 from pytest_dmlbench.properties import refute
 from pytest_dmlbench.robust import aggregate
 from pytest_dmlbench.strategies import build
@@ -262,8 +263,8 @@ def test_negative_control_summing_strategy_is_refuted(dist: Any) -> None:
 COST_EXAMPLES = 200
 
 
-def _median_property() -> Any:
-    @settings(max_examples=COST_EXAMPLES, database=None, deadline=None)
+def _median_property(examples: int) -> Any:
+    @settings(max_examples=examples, database=None, deadline=None)
     @given(x=st.lists(VALUES, min_size=8, max_size=8))
     def prop(x: list[float]) -> None:
         out = aggregate("median", torch.tensor(x, dtype=torch.float64).reshape(4, 2), f=1)
@@ -279,23 +280,24 @@ def test_lockstep_cost(dist: Any, dmlbench: Any) -> None:
     from pytest_dmlbench.properties.channel import current_channel
     from pytest_dmlbench.properties.lockstep import PASS, run_in_lockstep
 
-    prop = _median_property()
+    examples, exchanges = smoke_or(dmlbench.block, COST_EXAMPLES), smoke_or(dmlbench.block, 500)
+    prop = _median_property(examples)
     channel = current_channel()
     rates, plain_rates, agreement_us = [], [], []
-    for _ in range(5):
+    for _ in range(smoke_or(dmlbench.block, 5)):
         td.barrier()
         start = time.perf_counter()
         run_in_lockstep(prop, {})
-        rates.append(COST_EXAMPLES / (time.perf_counter() - start))
+        rates.append(examples / (time.perf_counter() - start))
         td.barrier()
         start = time.perf_counter()
         prop()
-        plain_rates.append(COST_EXAMPLES / (time.perf_counter() - start))
+        plain_rates.append(examples / (time.perf_counter() - start))
         td.barrier()
         start = time.perf_counter()
-        for _ in range(500):
+        for _ in range(exchanges):
             channel.exchange(PASS)
-        agreement_us.append((time.perf_counter() - start) / 500 * 1e6)
+        agreement_us.append((time.perf_counter() - start) / exchanges * 1e6)
     # rank 0's figures are kept; the agreement is the same exchange on every rank
     dmlbench.record("lockstep_examples_per_s", rates, unit="1/s", better="higher")
     dmlbench.record("plain_examples_per_s", plain_rates, unit="1/s", better="higher")

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dmlbench.measure.rounds import smoke_or
 from pytest_dmlbench.world.pool import WorldPool
 from pytest_dmlbench.world.registry import CaseEntry
 
@@ -69,6 +70,11 @@ def in_block(dmlbench_metrics: object) -> bool:
     return getattr(dmlbench_metrics, "block", None) is not None
 
 
+def repeats(dmlbench_metrics: object, full: int) -> int:
+    """A loop's count: ``full``, one in a smoke run (``--dmlbench-smoke``)."""
+    return smoke_or(getattr(dmlbench_metrics, "block", None), full)
+
+
 def _spawned_rank(rank: int, world_size: int, store_path: str) -> None:
     import torch.distributed as td
 
@@ -115,12 +121,12 @@ def _run(pool: WorldPool, world_size: int, name: str, timeout_s: float) -> tuple
 @pytest.mark.parametrize("world_size", [2, 4], ids=["ws2", "ws4"])
 def test_start_and_dispatch(world_size: int, pool: WorldPool, dmlbench_metrics: object) -> None:
     starts = []
-    for _ in range(RESTARTS):
+    for _ in range(repeats(dmlbench_metrics, RESTARTS)):
         pool.world("gloo", world_size).kill()
         world = pool.world("gloo", world_size)
         starts.append(world.start_s)
     dispatch = []
-    for _ in range(DISPATCH_ROUNDS):
+    for _ in range(repeats(dmlbench_metrics, DISPATCH_ROUNDS)):
         elapsed, passed = _run(pool, world_size, "trivial", 30)
         assert passed
         dispatch.append(elapsed)
@@ -143,7 +149,7 @@ def test_hang_recovery(pool: WorldPool, dmlbench_metrics: object) -> None:
     """A hung case costs its timeout plus stack dumps, teardown and the restart; the next case passes."""
     pool.world("gloo", 4)
     costs = []
-    for _ in range(3):
+    for _ in range(repeats(dmlbench_metrics, 3)):
         elapsed, passed = _run(pool, 4, "hang", HANG_TIMEOUT_S)
         assert not passed
         elapsed_next, passed_next = _run(pool, 4, "trivial", 30)
@@ -165,14 +171,15 @@ def test_trivial(dist, i):
 
 def test_two_hundred_trivial_cases(tmp_path: Path, dmlbench_metrics: object) -> None:
     """A whole pytest session of 200 trivial distributed cases at world size 4, start-up included."""
-    (tmp_path / "test_trivial.py").write_text(TRIVIAL_SUITE.format(count=200))
+    count = repeats(dmlbench_metrics, 200)
+    (tmp_path / "test_trivial.py").write_text(TRIVIAL_SUITE.format(count=count))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     begin = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dmlbench",
                            "--world-size", "4"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
     elapsed = time.perf_counter() - begin
-    assert done.returncode == 0 and "200 passed" in done.stdout, done.stdout[-2000:]
+    assert done.returncode == 0 and f"{count} passed" in done.stdout, done.stdout[-2000:]
     dmlbench_metrics.record("session_200_cases_s", elapsed, unit="s", better="lower")  # type: ignore[attr-defined]
     print(f"200 trivial cases at world size 4: {elapsed:.2f} s for the whole session")
 
@@ -195,12 +202,12 @@ def test_isolation_cost(world_size: int, pool: WorldPool, dmlbench_metrics: obje
     guard), a fresh world per case (``isolation="fresh"``) and a spawn per case."""
     _run(pool, world_size, "trivial", 30)
     persistent = []
-    for _ in range(PERSISTENT_ROUNDS):
+    for _ in range(repeats(dmlbench_metrics, PERSISTENT_ROUNDS)):
         elapsed, passed = _run(pool, world_size, "trivial", 30)
         assert passed
         persistent.append(elapsed)
     fresh = []
-    for _ in range(FRESH_ROUNDS):
+    for _ in range(repeats(dmlbench_metrics, FRESH_ROUNDS)):
         elapsed, passed = _run_fresh(pool, world_size)
         assert passed
         fresh.append(elapsed)
@@ -246,9 +253,9 @@ def test_state_guard_dispatch_cost(dmlbench_metrics: object) -> None:
         rank.execute_case = real
     times: dict[str, list[float]] = {"guarded": [], "unguarded": []}
     try:
-        for _ in range(GUARD_BLOCKS):
+        for _ in range(repeats(dmlbench_metrics, GUARD_BLOCKS)):
             for name, pool in (("guarded", guarded), ("unguarded", unguarded)):
-                for _ in range(50):
+                for _ in range(repeats(dmlbench_metrics, 50)):
                     elapsed, passed = _run(pool, 4, "trivial", 30)
                     assert passed
                     times[name].append(elapsed)

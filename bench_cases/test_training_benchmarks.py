@@ -21,6 +21,7 @@ from pytest_dmlbench.data import (
     synthetic_segmentation,
     token_sequences,
 )
+from pytest_dmlbench.measure.rounds import smoke_or
 from pytest_dmlbench.strategies import build
 from pytest_dmlbench.training import models
 
@@ -103,6 +104,7 @@ def test_seed_workload_ddp(dist: Any, dmlbench: Any, workload: str) -> None:
     """The seed studies' models under DDP on synthetic data (CIFAR-10 itself is read by
     ``pytest_dmlbench.data.load_cifar10`` when a local copy exists; benchmarks never download)."""
     make_model, make_data, loss_fn, per_rank = WORKLOADS[workload]
+    per_rank = smoke_or(dmlbench.block, per_rank)  # a smoke run: one sample a rank, the same model and path
     strategy = build("ddp", make_model(), lr=0.01, momentum=0.9)
     batch = make_data(per_rank * dist.world_size)
     dmlbench.train(strategy, shard_of(batch, dist), global_batch_size=per_rank * dist.world_size,

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_dmlbench.experiments.datasets import Splits, load_splits
 from pytest_dmlbench.experiments.schema import Experiment
 from pytest_dmlbench.measure.clock import now
-from pytest_dmlbench.measure.rounds import BlockBudget
+from pytest_dmlbench.measure.rounds import BlockBudget, is_smoke
 
 MB = 1e6
 
@@ -72,6 +72,19 @@ def _shard_for(strategy: Any, inputs: Any, targets: Any) -> tuple[Any, Any]:
 def budgeted(block: BlockBudget | None) -> BlockBudget | None:
     """The block whose budget the experiment follows; None where it runs in full."""
     return None if block is None or block.whole_experiment else block
+
+
+SMOKE_SAMPLES_PER_RANK = 1
+"""A smoke run's batch per data rank: one sample (every model of the zoo trains on it at the datasets' input
+size; the ResNets' batch normalisation still sees a 4x4 feature map at 32x32)."""
+
+
+def smoke_form(experiment: Experiment, data_ranks: int) -> Experiment:
+    """``experiment`` in its smallest form for ``--dmlbench-smoke``: the same model, dataset and strategy (the
+    same code path), one epoch of one global batch of :data:`SMOKE_SAMPLES_PER_RANK` per data rank, one
+    held-out batch, at most one communication round."""
+    return replace(experiment, batch_size=SMOKE_SAMPLES_PER_RANK * max(1, data_ranks), epochs=1,
+                   max_batches_per_epoch=1, eval_batches=1, comm_rounds=min(experiment.comm_rounds, 1))
 
 
 def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: int,
@@ -229,10 +242,12 @@ def measure_experiment(experiment: Experiment, rank: int, world_size: int, devic
     from pytest_dmlbench.strategies import build
     from pytest_dmlbench.training.models import build_model
 
-    splits = load_splits(experiment)
     model = build_model(experiment.model, seed=experiment.seed)
     strategy = build(experiment.strategy, model, lr=experiment.lr, momentum=experiment.momentum,
                      **experiment.strategy_options)
+    if is_smoke(block):  # the data follow the strategy's data ranks (the ps server takes none)
+        experiment = smoke_form(experiment, strategy.data_world_size)
+    splits = load_splits(experiment)
     block = budgeted(block)
     epoch_count = experiment.epochs if block is None else 1
     epochs = [train_epoch(strategy, splits, experiment, epoch, F.cross_entropy, block) for epoch in range(epoch_count)]

@@ -77,6 +77,9 @@ class BlockBudget:
     profile: bool = False
     """Run the body under the operator profiler (``measure/op_profile.py``): a block that says where its time
     went, for a confirmed regression's explanation; its figures are not judged."""
+    smoke: bool = False
+    """``--dmlbench-smoke``: the body runs in its smallest form (an experiment one step of the smallest batch,
+    a property one example, a case's own loops :func:`smoke_or` rounds); nothing it measures is judged."""
 
     def plan(self) -> RoundPlan:
         return RoundPlan(warmup=self.warmup, rounds=self.rounds)
@@ -91,9 +94,20 @@ CALIBRATION_BUDGET = BlockBudget(rounds=10, warmup=2, whole_experiment=True)
 """The ordinary run of a case under the paired gate: it checks the case and sizes the blocks from its step
 time; the verdict's evidence is the block pairs measured after it, so it needs no long measurement."""
 
-SMOKE_BUDGET = BlockBudget(rounds=1, warmup=0)
+SMOKE_BUDGET = BlockBudget(rounds=1, warmup=0, smoke=True)
 """``--dmlbench-smoke``: every measurement of a case runs one round (a collective its few), an experiment one
 step, so the whole suite's bodies run quickly and nothing is measured to judge."""
+
+
+def is_smoke(block: BlockBudget | None) -> bool:
+    """Whether ``block`` (a case's ``dmlbench.block`` or ``dmlbench_metrics.block``) is the smoke run's."""
+    return block is not None and block.smoke
+
+
+def smoke_or(block: BlockBudget | None, full: int, smallest: int = 1) -> int:
+    """How many times a case's own loop runs: ``full``, or ``smallest`` in a smoke run (``--dmlbench-smoke``).
+    For loops the measurement API does not see (repetitions, examples, steps a case counts itself)."""
+    return smallest if is_smoke(block) else full
 
 """The ordinary run of a case under the paired gate: it checks the case and sizes the blocks from its step
 time; the verdict's evidence is the block pairs measured after it, so it needs no long measurement."""

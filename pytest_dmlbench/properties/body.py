@@ -16,12 +16,13 @@ def is_property(func: Callable[..., Any]) -> bool:
     return hypothesis is not None and bool(hypothesis.is_hypothesis_test(func))
 
 
-def run_case_body(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """``func(**kwargs)``; a ``@given`` case runs in lockstep with the other ranks."""
+def run_case_body(func: Callable[..., Any], kwargs: dict[str, Any], max_examples: int | None = None) -> Any:
+    """``func(**kwargs)``; a ``@given`` case runs in lockstep with the other ranks (``max_examples``: at most
+    that many examples, its own setting where None; the smoke run's is one)."""
     if is_property(func):
         from pytest_dmlbench.properties.lockstep import run_in_lockstep
 
-        return run_in_lockstep(func, kwargs)
+        return run_in_lockstep(func, kwargs, max_examples=max_examples)
     return func(**kwargs)
 
 

@@ -198,7 +198,7 @@ class LockstepRun:
         return [rank for rank, entry in enumerate(vector) if entry[:1] != END]
 
 
-def _rank_settings(original: Any, run: LockstepRun) -> Any:
+def _rank_settings(original: Any, run: LockstepRun, max_examples: int | None = None) -> Any:
     from hypothesis import HealthCheck, Phase, settings
 
     from pytest_dmlbench.properties.database import RankZeroDatabase
@@ -206,6 +206,7 @@ def _rank_settings(original: Any, run: LockstepRun) -> Any:
     database = original.database
     return settings(
         parent=original,
+        max_examples=original.max_examples if max_examples is None else min(max_examples, original.max_examples),
         deadline=None,
         phases=[phase for phase in original.phases if phase != Phase.explain],
         database=RankZeroDatabase(database, run.channel, run.agree) if database is not None else None,
@@ -213,8 +214,10 @@ def _rank_settings(original: Any, run: LockstepRun) -> Any:
     )
 
 
-def run_in_lockstep(wrapped: Any, kwargs: dict[str, Any], channel: Channel | None = None) -> Any:
-    """Call the ``@given`` test ``wrapped`` with its fixture ``kwargs`` in lockstep with the other ranks.
+def run_in_lockstep(wrapped: Any, kwargs: dict[str, Any], channel: Channel | None = None,
+                    max_examples: int | None = None) -> Any:
+    """Call the ``@given`` test ``wrapped`` with its fixture ``kwargs`` in lockstep with the other ranks
+    (``max_examples``: at most that many examples; None keeps the test's own setting).
 
     Every rank must call it for the same test. A falsified property raises :class:`ExampleFailed` (on every
     rank) carrying ``dmlbench_property``: the minimal example, the ranks that failed, this rank's error.
@@ -227,7 +230,7 @@ def run_in_lockstep(wrapped: Any, kwargs: dict[str, Any], channel: Channel | Non
     try:
         seed = run.agree_seed(wrapped)
         wrapped.hypothesis.inner_test = functools.wraps(inner)(lambda *a, **kw: run.example(inner, a, kw))
-        wrapped._hypothesis_internal_use_settings = _rank_settings(saved[0], run)
+        wrapped._hypothesis_internal_use_settings = _rank_settings(saved[0], run, max_examples)
         if seed is not None:
             wrapped._hypothesis_internal_use_seed = seed
         with with_reporter(lambda value: run.output.append(str(value))):

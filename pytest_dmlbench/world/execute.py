@@ -20,7 +20,7 @@ from pytest_dmlbench.errors import NotJudged
 from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.measure.memory import release_freed_memory
 from pytest_dmlbench.measure.op_profile import profiled
-from pytest_dmlbench.measure.rounds import BlockBudget
+from pytest_dmlbench.measure.rounds import BlockBudget, is_smoke
 from pytest_dmlbench.properties.body import property_verdict, run_case_body
 from pytest_dmlbench.world import adopt_group
 from pytest_dmlbench.world.groups import GroupWatch
@@ -152,8 +152,8 @@ def _run_body(
             with profiled() as slot:
                 run_case_body(func, kwargs)
             profile = slot.profile.to_dict() if slot.profile is not None else None
-        else:
-            run_case_body(func, kwargs)  # a @given case runs in lockstep with the other ranks
+        else:  # a @given case runs in lockstep with the other ranks; in a smoke run one example
+            run_case_body(func, kwargs, max_examples=1 if is_smoke(block) else None)
         bench.end_case()
     except BaseException as exc:
         status = classify(exc)

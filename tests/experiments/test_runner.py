@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from pytest_dmlbench.experiments import Experiment, load_file
-from pytest_dmlbench.experiments.runner import run_experiment
+from pytest_dmlbench.experiments.runner import SMOKE_SAMPLES_PER_RANK, run_experiment, smoke_form
 from pytest_dmlbench.measure.bench import RankBench
 from pytest_dmlbench.measure.dist_info import DistInfo
-from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
+from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, SMOKE_BUDGET, BlockBudget
 from tests.experiments.test_run import write_fake_cifar
 
 
@@ -69,3 +69,39 @@ def test_a_budgeted_block_skips_the_accuracy_check_the_full_run_makes(world1: No
     _counts_in(BlockBudget(rounds=3, warmup=1), tmp_path, impossible)  # cut short: accuracy not judged
     with pytest.raises(AssertionError, match=r"held-out accuracy .* < min_accuracy 1\.0 "):
         _counts_in(None, tmp_path, impossible)
+
+
+def test_a_smoke_run_trains_one_step_of_the_smallest_batch_and_one_communication_round(
+        world1: None, tmp_path: Path) -> None:
+    fields = "model: transformer, dataset: tokens, batch_size: 8, epochs: 3, max_batches_per_epoch: 2, comm_rounds: 2"
+    experiment = _experiment(tmp_path, fields)
+    smoke = RankBench(DistInfo(0, 1, "gloo", "cpu"), SMOKE_BUDGET)
+    run_experiment(DistInfo(0, 1, "gloo", "cpu"), smoke, experiment=experiment)
+    counts = {name: len(metric.samples) for name, metric in smoke.metrics.items()}
+    assert (counts["epoch_time_s"], counts["step_time_s"], counts["exposed_comm_fraction"]) == (1, 1, 1)
+    samples = smoke.metrics["throughput_samples_per_s"].samples[0] * smoke.metrics["epoch_time_s"].samples[0]
+    assert round(samples) == SMOKE_SAMPLES_PER_RANK  # one step of the smallest batch (one rank)
+    # negative control: without the smoke run the same experiment keeps its epochs, batches and batch size
+    full = RankBench(DistInfo(0, 1, "gloo", "cpu"))
+    run_experiment(DistInfo(0, 1, "gloo", "cpu"), full, experiment=experiment)
+    assert (len(full.metrics["epoch_time_s"].samples), len(full.metrics["step_time_s"].samples)) == (3, 6)
+    assert round(full.metrics["throughput_samples_per_s"].samples[0] * full.metrics["epoch_time_s"].samples[0]) == 16
+
+
+def test_the_smoke_form_keeps_model_dataset_and_strategy_and_splits_over_the_data_ranks(tmp_path: Path) -> None:
+    experiment = _experiment(tmp_path, "model: resnet50, dataset: synthetic, strategy: ps, world_size: 4, "
+                                       "batch_size: 12, epochs: 2, max_batches_per_epoch: 4, eval_batches: 3, "
+                                       "comm_rounds: 0")
+    small = smoke_form(experiment, data_ranks=3)  # ps at world size 4: three data ranks
+    assert (small.model, small.dataset, small.strategy, small.strategy_options) == (
+        experiment.model, experiment.dataset, experiment.strategy, experiment.strategy_options)
+    assert (small.batch_size, small.epochs, small.max_batches_per_epoch, small.eval_batches, small.comm_rounds) == (
+        3 * SMOKE_SAMPLES_PER_RANK, 1, 1, 1, 0)  # an experiment without communication rounds keeps none
+
+
+def test_resnet_trains_on_the_smoke_batch(world1: None, tmp_path: Path) -> None:
+    """One sample a rank still trains a model with batch normalisation, the path the ResNet experiments take."""
+    experiment = _experiment(tmp_path, "model: resnet18, dataset: synthetic, batch_size: 16, comm_rounds: 1")
+    bench = RankBench(DistInfo(0, 1, "gloo", "cpu"), SMOKE_BUDGET)
+    run_experiment(DistInfo(0, 1, "gloo", "cpu"), bench, experiment=experiment)
+    assert len(bench.metrics["step_time_s"].samples) == 1

@@ -59,3 +59,12 @@ def test_a_block_sets_the_rounds_of_collective(world1: None) -> None:
     unbudgeted = RankBench(LOCAL)  # negative control: outside a block the case's own count holds
     unbudgeted.collective("all_reduce", 1024, iters=2, warmup=0, rounds=7)
     assert {len(m.samples) for m in unbudgeted.metrics.values()} == {7}
+
+
+def test_a_case_s_own_loops_shrink_in_a_smoke_run_only() -> None:
+    from pytest_dmlbench.measure.rounds import SMOKE_BUDGET, is_smoke, smoke_or
+
+    assert is_smoke(SMOKE_BUDGET) and smoke_or(SMOKE_BUDGET, 200) == 1 and smoke_or(SMOKE_BUDGET, 16, 2) == 2
+    # negative control: the ordinary run, a paired block and the calibration run keep the full count
+    for block in (None, BUDGET, CALIBRATION_BUDGET):
+        assert not is_smoke(block) and smoke_or(block, 200) == 200, block
