@@ -33,7 +33,7 @@ from pytest_dmlbench.measure.collective_bench import (
 from pytest_dmlbench.measure.comm import counting_comm_hook
 from pytest_dmlbench.measure.contention import ContentionWatch
 from pytest_dmlbench.measure.memory import PeakMemoryWatch, peak_rss_bytes
-from pytest_dmlbench.measure.rounds import RankSync, RoundPlan
+from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, is_smoke
 from pytest_dmlbench.measure.runner import benchmark_training, time_callable
 from pytest_dmlbench.results.stats import median_interval, summarize
 
@@ -60,11 +60,12 @@ def within(interval: tuple[float, float], low: float, high: float) -> bool | Non
 
 def measure_until_decided(
     measure: Callable[[int], dict[str, float]], lengths: tuple[int, ...], bounds: tuple[str, str],
-    target: tuple[float, float],
+    target: tuple[float, float], smoke: bool = False,
 ) -> tuple[dict[str, float], tuple[float, float], bool | None]:
     """Measure at each length in turn (a noisy run measures longer before it gives up) until the figure's
-    interval (the ``bounds`` keys of the figures) lies wholly inside or outside ``target``."""
-    for length in lengths:
+    interval (the ``bounds`` keys of the figures) lies wholly inside or outside ``target``. A smoke run
+    (``--dmlbench-smoke``) measures once at length one: the path runs, nothing is decided."""
+    for length in (1,) if smoke else lengths:
         figures = measure(length)
         interval = (figures[bounds[0]], figures[bounds[1]])
         verdict = within(interval, *target)
@@ -74,8 +75,9 @@ def measure_until_decided(
 
 
 def settle(verdict: bool | None, target: str, interval: tuple[float, float], figures: dict[str, float],
-           watch: ContentionWatch) -> None:
-    """Pass, fail, or end the case as not judged, from where the figure's 95 % interval lies.
+           watch: ContentionWatch, smoke: bool = False) -> None:
+    """Pass, fail, or end the case as not judged, from where the figure's 95 % interval lies (a smoke run,
+    ``--dmlbench-smoke``, judges nothing: its one round decides nothing).
 
     A timing validation compares its figure with a reference measured in the same run, interleaved round by
     round, so noise widens the interval rather than moving it: a pass needs the whole interval inside the
@@ -85,6 +87,8 @@ def settle(verdict: bool | None, target: str, interval: tuple[float, float], fig
     not judged either: every wake-up then waits for a core, and a known injected delay stops being the
     ground truth. On an otherwise idle machine a miss fails.
     """
+    if smoke:
+        return
     world_cpu = torch.tensor([watch.own_cpu_s()], dtype=torch.float64)
     tdist.all_reduce(world_cpu)  # the ranks' own CPU time is not other work
     contended = RankSync().max([watch.share(float(world_cpu)) or 0.0])[0]
@@ -297,23 +301,24 @@ def test_injected_hook_sleep_moves_exposed_fraction_by_its_share(dist: Any, dmlb
     watch = ContentionWatch.start()
     figures, interval, verdict = measure_until_decided(
         lambda rounds: check_exposed_comm(allreduce_hook, rounds=rounds), ROUNDS_UNTIL_DECIDED,
-        ("error_low_pp", "error_high_pp"), (-EXPOSED_TOLERANCE_PP, EXPOSED_TOLERANCE_PP))
+        ("error_low_pp", "error_high_pp"), (-EXPOSED_TOLERANCE_PP, EXPOSED_TOLERANCE_PP), is_smoke(dmlbench.block))
     assert figures["injected_s"] >= 0.02, figures
     error = figures["exposed_comm_fraction"] - figures["injected_share"]
     dmlbench.record("exposed_minus_injected_pp", 100 * error, unit="pp", better=None)
     dmlbench.record("injected_share", figures["injected_share"], unit="fraction", better=None)
     settle(verdict, f"exposed_comm_fraction minus the injected share within +-{EXPOSED_TOLERANCE_PP:g} pp "
-                    f"(measured {100 * error:+.2f} pp)", interval, figures, watch)
+                    f"(measured {100 * error:+.2f} pp)", interval, figures, watch, is_smoke(dmlbench.block))
 
 
 @pytest.mark.dmlbench(world_size=2)
 def test_harness_busbw_matches_a_plain_timing_loop(dist: Any, dmlbench: Any) -> None:
     watch = ContentionWatch.start()
     figures, interval, verdict = measure_until_decided(
-        lambda pairs: check_busbw(pairs=pairs), PAIRS_UNTIL_DECIDED, ("ratio_low", "ratio_high"), BUSBW_RATIO_BAND)
+        lambda pairs: check_busbw(pairs=pairs), PAIRS_UNTIL_DECIDED, ("ratio_low", "ratio_high"), BUSBW_RATIO_BAND,
+        is_smoke(dmlbench.block))
     dmlbench.record("busbw_harness_over_plain", figures["ratio"], unit="ratio", better=None)
     settle(verdict, f"harness/plain busbw ratio within {list(BUSBW_RATIO_BAND)} (measured {figures['ratio']:.3f})",
-           interval, figures, watch)
+           interval, figures, watch, is_smoke(dmlbench.block))
 
 
 @pytest.mark.dmlbench(world_size=2)

@@ -19,6 +19,7 @@ import torch.distributed as tdist
 import torch.nn.functional as F
 
 from pytest_dmlbench.data import shard, synthetic_images
+from pytest_dmlbench.measure.rounds import smoke_or
 from pytest_dmlbench.strategies import Strategy, build
 from pytest_dmlbench.training import models
 
@@ -74,7 +75,9 @@ def measure_throughput(
 
 @pytest.mark.dmlbench(world_size=2, timeout=900)
 def test_bucketed_vs_ddp_throughput_resnet18(dist: Any, dmlbench: Any) -> None:
-    result = measure_throughput()
+    block = dmlbench.block  # a smoke run: one sample a rank, one timed step, no warm-up; the same strategies
+    result = measure_throughput(per_rank_batch=smoke_or(block, PER_RANK_BATCH), warmup=smoke_or(block, WARMUP_STEPS, 0),
+                                steps=smoke_or(block, TIMED_STEPS))
     global_batch = result["global_batch"]
     for name in ("ddp", "bucketed"):
         samples = [global_batch / t for t in result[name]["step_times_s"]]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_cases.test_measurement_validation import CONTENDED, settle, within
+from bench_cases.test_measurement_validation import CONTENDED, measure_until_decided, settle, within
 from pytest_dmlbench.errors import NotJudged
 from pytest_dmlbench.measure.clock import use_clock
 from pytest_dmlbench.measure.contention import ContentionWatch
@@ -51,3 +51,22 @@ def test_a_miss_on_a_contended_machine_is_not_judged(tmp_path: Path, world1: Non
 def test_an_interval_across_a_bound_is_not_judged(tmp_path: Path, world1: None) -> None:
     with use_clock(lambda: 10.0), pytest.raises(NotJudged, match=r"straddles a bound"):
         settle(None, "target", (1.0, 4.0), {}, watch_with(tmp_path, 0.0))
+
+
+def test_a_smoke_run_measures_once_at_length_one_and_judges_nothing(tmp_path: Path, world1: None) -> None:
+    lengths: list[int] = []
+
+    def measure(length: int) -> dict[str, float]:
+        lengths.append(length)
+        return {"low": 1.0, "high": 4.0}  # straddles the target's bound 2.0 at every length
+
+    measure_until_decided(measure, (60, 240), ("low", "high"), (-2.0, 2.0), smoke=True)
+    assert lengths == [1]
+    with use_clock(lambda: 10.0):  # a miss on a quiet machine, judged nothing in a smoke run
+        settle(False, "target", (3.5, 9.0), {}, watch_with(tmp_path, 0.0), smoke=True)
+    # negative control: the ordinary run measures every length until decided and fails the same miss
+    lengths.clear()
+    measure_until_decided(measure, (60, 240), ("low", "high"), (-2.0, 2.0))
+    assert lengths == [60, 240]
+    with use_clock(lambda: 10.0), pytest.raises(pytest.fail.Exception, match="target missed"):
+        settle(False, "target", (3.5, 9.0), {}, watch_with(tmp_path, 0.0))
