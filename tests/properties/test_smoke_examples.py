@@ -28,3 +28,16 @@ def test_a_smoke_run_draws_one_example_and_the_ordinary_run_its_own_count() -> N
     ordinary: list[int] = []  # negative control: no smoke run, the test's own 15 examples
     run_case_body(_counting_property(ordinary), {}, max_examples=None)
     assert len(ordinary) == 15
+
+
+def test_the_rank_side_body_call_passes_the_smoke_block_on(world1: None) -> None:
+    """The case execution a rank runs: one example under the smoke block, the test's own count without."""
+    from pytest_dmlbench.measure.dist_info import DistInfo
+    from pytest_dmlbench.world.execute import execute_case
+
+    local = DistInfo(0, 1, "gloo", "cpu")
+    for block, expected in ((SMOKE_BUDGET, 1), (None, 15)):  # the ordinary run as negative control
+        drawn: list[int] = []
+        outcome = execute_case(1, local, _counting_property(drawn), lambda bench: {}, seed=0,
+                               measure_memory=False, block=block)
+        assert outcome.status == "passed" and len(drawn) == expected, (block, outcome.status, len(drawn))
