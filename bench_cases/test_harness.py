@@ -227,8 +227,11 @@ def test_isolation_cost(world_size: int, pool: WorldPool, dmlbench_metrics: obje
 
 
 def _unguarded_execute(case_id: int, dist: Any, func: Any, arguments: Any, *, seed: int,
-                       measure_memory: bool, clean_state: Any = None, block: Any = None) -> Any:
-    """``execute_case`` without the state guard and the collective count (for the side-by-side figure)."""
+                       measure_memory: bool, clean_state: Any = None, block: Any = None,
+                       warning_filters: Any = None) -> Any:
+    """``execute_case`` without the state guard and the collective count (for the side-by-side figure); it
+    takes every argument the rank passes ``execute_case`` (``warning_filters`` unused: a missing one failed
+    every unguarded case)."""
     from pytest_dmlbench.world import execute
 
     return execute._run_body(case_id, dist, func, arguments, seed=seed, measure_memory=measure_memory, block=block)
