@@ -115,10 +115,12 @@ class RankBench:
         """nccl-tests style: time ``iters`` back-to-back ``op`` calls per round; records time per op,
         ``algbw_gbps`` and ``busbw_gbps``; correctness is checked in separate untimed calls. In a block of the
         paired gate the block's budget of calls (sized from the time of one op) replaces ``rounds``, grouped
-        ``iters`` to a round, and its warm-up replaces ``warmup``."""
+        ``iters`` to a round, and its warm-up replaces ``warmup``; a smoke run times one call, unwarmed."""
         from pytest_dmlbench.measure.collective_bench import bench_collective
 
-        if self.block is not None:  # the block's measured calls, at ``iters`` calls a round, at least 5 rounds
+        if self.block is not None and self.block.smoke:  # the smoke run: one round of one call, no warm-up
+            rounds, iters, warmup = 1, 1, 0
+        elif self.block is not None:  # the block's measured calls, at ``iters`` calls a round, at least 5 rounds
             rounds = max(COLLECTIVE_BLOCK_MIN_ROUNDS, math.ceil(self.block.rounds * self.block.iterations / iters))
             warmup = self.block.warmup
         result = bench_collective(op, nbytes, iters=iters, warmup=warmup, rounds=rounds,

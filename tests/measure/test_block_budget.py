@@ -9,7 +9,7 @@ import torch
 
 from pytest_dmlbench.measure.bench import RankBench
 from pytest_dmlbench.measure.dist_info import DistInfo
-from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
+from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, SMOKE_BUDGET, BlockBudget
 
 BUDGET = BlockBudget(rounds=3, warmup=1, iterations=4)
 LOCAL = DistInfo(0, 1, "gloo", "cpu")
@@ -59,10 +59,13 @@ def test_a_block_sets_the_rounds_of_collective(world1: None) -> None:
     unbudgeted = RankBench(LOCAL)  # negative control: outside a block the case's own count holds
     unbudgeted.collective("all_reduce", 1024, iters=2, warmup=0, rounds=7)
     assert {len(m.samples) for m in unbudgeted.metrics.values()} == {7}
+    smoke = RankBench(LOCAL, SMOKE_BUDGET)  # a smoke run: one round of one call (the paired block's 5 do not hold)
+    result = smoke.collective("all_reduce", 1024, iters=20, warmup=5, rounds=50)
+    assert {len(m.samples) for m in smoke.metrics.values()} == {1} and result.iters == 1
 
 
 def test_a_case_s_own_loops_shrink_in_a_smoke_run_only() -> None:
-    from pytest_dmlbench.measure.rounds import SMOKE_BUDGET, is_smoke, smoke_or
+    from pytest_dmlbench.measure.rounds import is_smoke, smoke_or
 
     assert is_smoke(SMOKE_BUDGET) and smoke_or(SMOKE_BUDGET, 200) == 1 and smoke_or(SMOKE_BUDGET, 16, 2) == 2
     # negative control: the ordinary run, a paired block and the calibration run keep the full count
