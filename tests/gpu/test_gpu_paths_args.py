@@ -51,7 +51,9 @@ def test_failures_missing_cases_small_peaks_and_paths_that_need_more_ranks_are_s
     failed = [case("test_set_device_per_rank", "failed"), *ALL_PASSED[1:3], case("test_peak_cuda_mb", peak_cuda_mb=2.0)]
     lines = gpu_paths.path_lines(failed, 2, None)
     assert lines[0].startswith("  FAILED   set_device per rank: 1 failed; test_set_device_per_rank failed"), lines
-    assert "FAILED: peak_cuda_mb 2 below the 67.11 MB the case holds" in lines[3]
+    assert lines[3].startswith("  FAILED   peak_cuda_mb") and "peak_cuda_mb 2 below the 67.11 MB" in lines[3]
+    no_peak = gpu_paths.path_lines([case("test_peak_cuda_mb")], 2, None)[3]  # passed on a rank, nothing measured
+    assert no_peak.startswith("  FAILED   peak_cuda_mb: 1 passed; FAILED: no peak_cuda_mb recorded"), no_peak
     assert lines[4].startswith("  FAILED   CUDA out-of-memory search: no case recorded"), lines
     one_rank = gpu_paths.path_lines(ALL_PASSED, 1, None)
     assert one_rank[1] == ("  not run  NCCL collectives between 2+ ranks: needs 2 ranks on 2 CUDA devices, "
