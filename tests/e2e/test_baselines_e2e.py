@@ -157,7 +157,8 @@ def test_save_then_unchanged_passes_with_verdicts_in_json(saved: Path, unchanged
 
     again = unchanged.outcome
     assert again.returncode == 0, again.output
-    again.lines.fnmatch_lines(["test_bench.py::test_step[[]a]", "*throughput_samples_per_s*unchanged*",
+    # the 80-column table groups the cases under their file and function, each by its parameters
+    again.lines.fnmatch_lines(["test_bench.py", "  test_step", "  [[]a]*throughput*unchanged",
                                "verdicts on*unchanged*"])
     results = json.loads(unchanged.results.read_text())
     assert results["schema"] == 2

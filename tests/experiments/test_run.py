@@ -86,6 +86,9 @@ def test_experiments_run_are_measured_saved_and_judged(tmp_path: Path) -> None:
         "*1 failed, 3 passed*",
     ])
     cases = {c["nodeid"]: c for c in json.loads((tmp_path / "results.json").read_text())["cases"]}
+    # the results file holds every case with its outcome: the failed experiment with no figures
+    failed = cases.pop("dmlbench_frozen.yaml::frozen")
+    assert failed["outcome"] == "failed" and not failed["metrics"], failed
     assert set(cases) == {"dmlbench_exp.yaml::learns[strategy=allreduce]", "dmlbench_exp.yaml::learns[strategy=ps]",
                           "dmlbench_exp.yaml::cifar"}
     for nodeid, case in cases.items():
