@@ -161,7 +161,12 @@ def test_a_ray_train_fit_and_its_negative_control_with_the_pytest_process_a_driv
     ])
     assert "warnings summary" not in run.output  # Ray's warnings about its own settings are not the user's
     cases = json.loads((tmp_path / "results.json").read_text())["cases"]
-    assert [c["nodeid"] for c in cases] == ["dmlbench_ray.yaml::learns[framework=ray_train]"]  # frozen kept none
+    # every case with its outcome: the failed one kept no figures
+    assert sorted(c["nodeid"] for c in cases) == ["dmlbench_ray.yaml::frozen",
+                                                  "dmlbench_ray.yaml::learns[framework=ray_train]"]
+    frozen = next(c for c in cases if c["nodeid"] == "dmlbench_ray.yaml::frozen")
+    assert frozen["outcome"] == "failed" and not frozen["metrics"], frozen
+    cases = [c for c in cases if c["nodeid"] != "dmlbench_ray.yaml::frozen"]
     ray = cases[0]
     assert set(ray["metrics"]) >= FIGURES | {"ray_fit_time_s"}
     assert ray["world_size"] == 2 and ray["backend"] == "gloo" and ray["outcome"] == "passed"
