@@ -1,6 +1,6 @@
 """Per-pair noise of CPU time against wall time, on the same block pairs of a paired run.
 
-    python ci/cpu_noise.py RESULTS.json [RESULTS.json ...]
+    python -m studies.cpu_noise RESULTS.json [RESULTS.json ...]
 
 RESULTS are results files of paired runs (``--dmlbench-against``) whose timed cases record ``cpu_time_s`` beside
 ``step_time_s`` on both sides, made with ``--dmlbench-cpu-threshold`` so that the gate tests both on its block
