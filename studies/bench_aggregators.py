@@ -1,6 +1,6 @@
 """Speed benchmark of the robust aggregators, beside ByzFL's implementations of the same rules.
 
-    python ci/bench_aggregators.py --n 16 64 --d 1000000 --repeats 7
+    python -m studies.bench_aggregators --n 16 64 --d 1000000 --repeats 7
 
 For each n, f = (n-3)//4 (so every rule's precondition holds, Bulyan's included) and the inputs are
 float32 N(0, 1) rows. Each rule is timed as the median of ``--repeats`` calls after one warm-up. Where

@@ -1,6 +1,6 @@
 """Per-pair noise with and without the canary adjustment, from the same recorded pairs.
 
-    python ci/canary_noise.py RESULTS.json [RESULTS.json ...]
+    python -m studies.canary_noise RESULTS.json [RESULTS.json ...]
 
 RESULTS are results files of paired runs (``--dmlbench-against``) made since the gate reads a canary beside
 every block (``extra.paired.block_medians[].canary``). Every stage of every timed figure judged on its ratio

@@ -19,8 +19,8 @@ pytest-benchmark's ``--benchmark-compare-fail=median:10%`` (median(current) / me
 Each figure is computed for several round counts from the same runs (the first R rounds of each run), so
 the script also shows how many rounds per run the plugin needs. Usage::
 
-    python ci/detection_quality.py             # default: 600 pairs, 5 saves, up to 40 rounds; about 1 minute
-    python ci/detection_quality.py --pairs 100 # quicker, coarser
+    python -m studies.detection_quality             # default: 600 pairs, 5 saves, up to 40 rounds; about 1 minute
+    python -m studies.detection_quality --pairs 100 # quicker, coarser
 
 Exit status 0 when some round count meets both targets (<= 1 % false, >= 95 % detected) with the
 wall-clock step time and the repeatedly saved baseline.
@@ -37,8 +37,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_dmlbench.gates.stored.compare import compare_metric
 from pytest_dmlbench.gates.stored.history import carried_history

@@ -12,8 +12,8 @@ On a host with CUDA devices it runs two pytest sessions on NCCL (``--dmlbench-ba
 Paths between 2+ ranks need 2+ devices; with one device they are reported as not run, with the reason. Without a
 CUDA device nothing runs: the report says so and the exit status is 2. Exit 1 when a path failed, else 0.
 
-    python ci/gpu_paths.py                      # every device, at most 8 ranks, within 540 s
-    python ci/gpu_paths.py --ranks 2 --keep out # 2 ranks; the cases, results and pytest output kept in out/
+    python -m studies.gpu_paths                      # every device, at most 8 ranks, within 540 s
+    python -m studies.gpu_paths --ranks 2 --keep out # 2 ranks; the cases, results and pytest output kept in out/
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None, count_devices: Callable[[], int] | None 
     ranks, why_not = world_size(args.ranks, devices)
     started = time.monotonic()
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.node()}, {devices} CUDA device(s), "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; `python ci/gpu_paths.py"
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; `python -m studies.gpu_paths"
           + (f" --ranks {args.ranks}" if args.ranks else "") + "`")
     cases: list[dict[str, Any]] = []
     if why_not is None:

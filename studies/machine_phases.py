@@ -11,7 +11,7 @@ machine and the command:
 - how thread CPU time moved with wall time (their ratio's spread): when both move together the host slowed
   the virtual CPU; when only wall time moves, something on the machine competed for the cores.
 
-    python ci/machine_phases.py --minutes 10          # the figures docs/evidence/gate.md quotes
+    python -m studies.machine_phases --minutes 10          # the figures docs/evidence/gate.md quotes
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ def consecutive_sd(medians: list[float]) -> float:
     return 100 * statistics.stdev(steps) if len(steps) > 1 else float("nan")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="how long to record")
     parser.add_argument("--rounds", type=int, default=40, help="rounds per run (a run's figure: their median)")
     parser.add_argument("--window", type=float, default=2.0, help="minutes per window for the consecutive spread")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.minutes <= 0 or args.rounds < 1 or args.window <= 0:
         parser.error("--minutes and --window must be positive and --rounds at least 1")
     torch.set_num_threads(1)
@@ -76,7 +76,7 @@ def main() -> None:
 
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.node()}, {os.cpu_count()} cores, "
           f"{platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"command: python ci/machine_phases.py --minutes {args.minutes:g} --rounds {args.rounds} "
+    print(f"command: python -m studies.machine_phases --minutes {args.minutes:g} --rounds {args.rounds} "
           f"--window {args.window:g}")
     print(f"{len(runs)} runs of {args.rounds} rounds over {args.minutes:g} min; overall median "
           f"{overall * 1e3:.3f} ms a round")

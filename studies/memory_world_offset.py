@@ -1,8 +1,8 @@
 """How far apart two worlds running the same code read a memory peak: the A/A offset the paired gate allows for.
 
-    python ci/memory_world_offset.py [RESULTS.json.gz ...] [--metric peak_rss_mb]
+    python -m studies.memory_world_offset [RESULTS.json.gz ...] [--metric peak_rss_mb]
 
-RESULTS are whole-suite paired runs on unchanged code (default: every recording in ``ci/recordings/``). In such
+RESULTS are whole-suite paired runs on unchanged code (default: every recording in ``studies/recordings/``). In such
 a run each side keeps one world per case, so a memory peak's two medians (REF's and the working tree's, over
 their blocks) differ by that pair of worlds' offset alone. Printed per file: how many readings, the smallest
 and largest offset, the spread and the 95th percentile of its size; then the largest over all files, the

@@ -1,6 +1,6 @@
 """Per-pair noise of the paired gate with each noise lever on and off, measured side by side in one run.
 
-Builds the live check's temporary repository (``ci/suite_live_check.py``: ``--cases`` compute cases, a
+Builds the live check's temporary repository (``studies/suite_live_check.py``: ``--cases`` compute cases, a
 comment-only commit over a base) and runs A/A paired sessions of it (``--dmlbench-against <base>``), one
 per setting and iteration, the settings in a random order per iteration, so that the machine's slow phases
 fall on all of them:
@@ -21,9 +21,9 @@ the log ratio, %) over all stages, the median seconds per pair, and the noise pe
 (noise x sqrt(seconds per pair): what decides the pairs a budget buys, so longer blocks are compared
 fairly); over the stages of at least 8 pairs, the median noise plain, canary-adjusted and order-adjusted.
 
-    python ci/noise_levers.py                                        # every setting, world sizes 2 and 4
-    python ci/noise_levers.py --world-sizes 4 --settings base long-blocks no-warmup --iterations 2
-    python ci/noise_levers.py --summarize noise_levers.json
+    python -m studies.noise_levers                                        # every setting, world sizes 2 and 4
+    python -m studies.noise_levers --world-sizes 4 --settings base long-blocks no-warmup --iterations 2
+    python -m studies.noise_levers --summarize noise_levers.json
 """
 
 from __future__ import annotations
@@ -33,19 +33,15 @@ import json
 import math
 import random
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from paired_detection_quality import git, pytest_run
-from suite_live_check import build_repo
-
 from pytest_dmlbench.gates.paired.canary_adjustment import MIN_ADJUSTED_PAIRS, adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.statistics import estimate, log_ratios
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
+from studies.scratch_repo import git, pytest_run
+from studies.suite_live_check import build_repo
 
 SETTINGS: dict[str, list[str]] = {
     "base": [],
@@ -113,7 +109,7 @@ def summarize(report: dict[str, Any]) -> None:
             print(line)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
@@ -122,7 +118,7 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=Path("noise_levers.json").resolve())
     parser.add_argument("--summarize", type=Path, metavar="JSON", help="only summarise a JSON this script wrote")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.summarize is not None:
         summarize(json.loads(args.summarize.read_text()))
         return

@@ -15,9 +15,9 @@ The plain sessions' samples (``aa``) and a plain session of ``slow`` per iterati
 stored baseline with the stored-baseline rule and with pytest-benchmark's ``median:10%``: those rules
 see what a user of them would measure, the default measurement of each case.
 
-    python ci/paired_detection_quality.py                         # 2 x 2 x 10 sessions of 10 cases
-    python ci/paired_detection_quality.py --sessions 2 --cases 8  # quicker, coarser
-    python ci/paired_detection_quality.py --summarize paired_detection_quality.json  # a saved (or stopped) run
+    python -m studies.paired_detection_quality                         # 2 x 2 x 10 sessions of 10 cases
+    python -m studies.paired_detection_quality --sessions 2 --cases 8  # quicker, coarser
+    python -m studies.paired_detection_quality --summarize paired_detection_quality.json  # a saved (or stopped) run
 
 Prints a table and writes ``--out`` (JSON, per item: verdicts, block pairs used, time).
 """
@@ -26,21 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from pytest_dmlbench.gates.stored.compare import compare_metric
 from pytest_dmlbench.results import RunResults
+from studies.scratch_repo import commits_of, git, pytest_run
 
 LIB = textwrap.dedent('''
     """The library under test: one training-like compute step."""
@@ -71,37 +66,19 @@ CASES = textwrap.dedent('''
         dmlbench.pedantic(lib.step, args=(x,), samples_per_call=32 * dist.world_size)
 ''')
 BASE_ITERATIONS = 40
-IDENTITY = ["-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "-c", "commit.gpgsign=false"]
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *IDENTITY, *args], cwd=repo, check=True, capture_output=True, text=True)
-    return done.stdout.strip()
 
 
 def build_repo(folder: Path, cases: int, slowdown: float) -> dict[str, str]:
-    git(folder, "init", "-q", "-b", "main")
-    (folder / "pytest.ini").write_text("[pytest]\n")
-    (folder / "test_cases.py").write_text(CASES.format(cases=cases))
-    commits = {}
+    """The three commits (``base``, ``aa``, ``slow``) of the library under test in ``folder``."""
+    versions = {}
     for name, iterations, comment in (
         ("base", BASE_ITERATIONS, "products per step"),
         ("aa", BASE_ITERATIONS, "products per step (comment changed only)"),
         ("slow", round(BASE_ITERATIONS * (1 + slowdown)), "products per step"),
     ):
-        (folder / "lib.py").write_text(LIB.format(iterations=iterations, comment=comment))
-        git(folder, "add", "-A")
-        git(folder, "commit", "-q", "-m", name)
-        commits[name] = git(folder, "rev-parse", "HEAD")
-    return commits
-
-
-def pytest_run(repo: Path, args: list[str]) -> tuple[float, int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    begin = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=repo,
-                          capture_output=True, text=True, env=env, timeout=7200)
-    return time.monotonic() - begin, done.returncode, done.stdout + done.stderr
+        versions[name] = {"pytest.ini": "[pytest]\n", "test_cases.py": CASES.format(cases=cases),
+                          "lib.py": LIB.format(iterations=iterations, comment=comment)}
+    return commits_of(folder, versions)
 
 
 def per_pair_noise(message: str) -> float | None:
@@ -124,7 +101,7 @@ def stored_verdicts(baseline: RunResults, results: RunResults, threshold: float)
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--sessions", type=int, default=10, help="sessions per way (aa, slow) and world size")
@@ -134,7 +111,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("paired_detection_quality.json").resolve())
     parser.add_argument("--summarize", type=Path, metavar="JSON",
                         help="only print the summary of a JSON this script wrote (a stopped run's too)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.summarize is not None:
         saved = json.loads(args.summarize.read_text())
         for ws, figures in saved["world_sizes"].items():

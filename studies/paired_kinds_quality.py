@@ -9,7 +9,7 @@ fraction up by 20 points. Each session is a real ``pytest --dmlbench --world-siz
 HEAD`` run; counted per kind: A/A sessions with a change verdict (any of regression or improvement), and
 slowed sessions whose verdict is a regression; inconclusive verdicts are counted apart.
 
-    python ci/paired_kinds_quality.py --sessions 5      # 5 A/A and 5 slowed sessions: about 4 minutes
+    python -m studies.paired_kinds_quality --sessions 5      # 5 A/A and 5 slowed sessions: about 4 minutes
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import textwrap
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from studies.scratch_repo import commits_of
 
 LIB = textwrap.dedent(
     """
@@ -94,11 +96,6 @@ KINDS = {"test_one_reading": "time_to_accuracy_s", "test_fraction": "exposed_com
          "test_collective": "busbw_gbps", "test_in_process": "dispatch_overhead_s"}
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.email=ci@example.invalid", "-c", "user.name=ci", *args], cwd=repo,
-                   check=True, capture_output=True)
-
-
 def session(repo: Path, worse: float) -> dict[str, str]:
     (repo / "lib.py").write_text(LIB.replace("WORSE = 1.0", f"WORSE = {worse}") + "# working tree\n")
     results = repo.parent / "results.json"
@@ -115,21 +112,16 @@ def session(repo: Path, worse: float) -> dict[str, str]:
     return found
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     begin = time.monotonic()
     tally: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
     with tempfile.TemporaryDirectory(prefix="dmlbench-kinds-") as folder:
         repo = Path(folder) / "repo"
         repo.mkdir()
-        (repo / "lib.py").write_text(LIB)
-        (repo / "test_kinds.py").write_text(CASES)
-        (repo / "pytest.ini").write_text("[pytest]\n")
-        git(repo, "init", "-q", "-b", "main")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "REF")
+        commits_of(repo, {"REF": {"lib.py": LIB, "test_kinds.py": CASES, "pytest.ini": "[pytest]\n"}})
         for index in range(args.sessions):
             for way, worse in (("A/A", 1.0), ("slowed", 1.5)):
                 for name, kind in session(repo, worse).items():

@@ -7,7 +7,7 @@ once profiled, in a random order. Prints, beside the date, the machine and the c
 their ratio (what docs/explanation/statistics.md quotes as the profiler's cost), in wall time and in the
 thread's CPU time (which other work on a shared machine does not inflate).
 
-    python ci/profiler_cost.py                     # 50 steps of a 256-wide layer, 20 pairs
+    python -m studies.profiler_cost                     # 50 steps of a 256-wide layer, 20 pairs
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ def steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: torch
     return time.perf_counter() - wall, time.thread_time() - cpu
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--pairs", type=int, default=20)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.manual_seed(0)
     model = torch.nn.Linear(args.width, args.width)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -59,7 +59,7 @@ def main() -> None:
                     profiled_s.append(steps(model, optimizer, batch, args.steps))
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.node()}, {os.cpu_count()} cores, "
           f"load average {load:.1f} at the start, torch {torch.__version__}")
-    print(f"command: python ci/profiler_cost.py --steps {args.steps} --width {args.width} --pairs {args.pairs}")
+    print(f"command: python -m studies.profiler_cost --steps {args.steps} --width {args.width} --pairs {args.pairs}")
     for index, clock in enumerate(("wall", "thread CPU")):
         a = statistics.median(p[index] for p in plain)
         b = statistics.median(p[index] for p in profiled_s)

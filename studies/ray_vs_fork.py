@@ -1,6 +1,6 @@
 """World start and trivial-case dispatch at world size 4: the forked engine beside Ray actors, in one run.
 
-    python ci/ray_vs_fork.py [--worlds 3] [--cases 30]
+    python -m studies.ray_vs_fork [--worlds 3] [--cases 30]
 
 Starts ``--worlds`` worlds of each kind one after the other (the first forked start includes the zygote),
 runs ``--cases`` trivial cases on each and prints every world's start time and median dispatch time.
@@ -40,11 +40,11 @@ def median_dispatch_s(world: Any, cases: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, default=3)
     parser.add_argument("--cases", type=int, default=30)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     pool = WorldPool(lambda: REGISTRY, lambda n: 1)
     forked = []
     try:

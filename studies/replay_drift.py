@@ -1,7 +1,7 @@
 """Replay nightly histories through the drift detector: false flags when nothing changed, and how often a
 slowdown arriving 3 % a night over 5 nights is flagged.
 
-    python ci/replay_drift.py [--series 1000] [--nights 30] [--sigmas 2,3,5] [RESULTS.json ...]
+    python -m studies.replay_drift [--series 1000] [--nights 30] [--sigmas 2,3,5] [RESULTS.json ...]
 
 Each replayed history is one case-metric's nightly figure: ``--nights`` unchanged nights, or unchanged
 nights followed by the creep (``--step`` percent a night over ``--creep-nights`` nights, then held), judged

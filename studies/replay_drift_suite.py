@@ -1,12 +1,12 @@
 """Whole-suite nightly histories through the history store and the drift report: how many case-metrics an
 unchanged suite gets flagged in, and whether one case creeping 3 % a night over 5 nights is found among them.
 
-    python ci/replay_drift_suite.py TEMPLATE.json [AA.json ...] [--histories 10] [--nights 30] [--sigma 3]
+    python -m studies.replay_drift_suite TEMPLATE.json [AA.json ...] [--histories 10] [--nights 30] [--sigma 3]
 
 TEMPLATE is a nightly results file: its case-metrics (every judged figure with a positive median) are the
 suite. Each replayed night multiplies every median by its own noise draw: Gaussian on the log scale with sd
 ``--sigma`` percent, or, when AA files (paired A/A nights) are given, a draw from their recorded per-night
-A/B log ratios (``ci/replay_drift.py``). Every night is written with :func:`append_night` into a temporary
+A/B log ratios (``studies/replay_drift.py``). Every night is written with :func:`append_night` into a temporary
 history folder and judged with :func:`load_history` and :func:`analyse`, the code ``drift report`` runs.
 In the creeping histories one case's ``step_time_s`` (drawn at random) gets slower by ``--step`` percent a
 night over the last 5 nights, its throughput correspondingly lower.
@@ -26,9 +26,7 @@ from pathlib import Path
 from pytest_dmlbench.drift.findings import analyse
 from pytest_dmlbench.drift.history import Night, append_night, load_history, night_from_results
 from pytest_dmlbench.results.jsonio import read_results
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay_drift import recorded_log_ratios
+from studies.replay_drift import recorded_log_ratios
 
 Noise = Callable[[random.Random], float]
 CREEP_NIGHTS = 5

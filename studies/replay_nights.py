@@ -1,6 +1,6 @@
 """Replay nights from recorded A/A block pairs through the paired gate's trial (its decision code).
 
-    python ci/replay_nights.py RESULTS.json [RESULTS.json ...] [--nights 300] [--slowdowns 5,10,15]
+    python -m studies.replay_nights RESULTS.json [RESULTS.json ...] [--nights 300] [--slowdowns 5,10,15]
 
 RESULTS are the results files of whole-suite paired runs on unchanged code (``ci/nightly.sh`` with a
 comment-only change, or ``--dmlbench-against HEAD`` on a clean tree). Each replayed night runs every case
@@ -14,7 +14,7 @@ once with pairs resampled from the recordings (moving blocks of consecutive pair
   matching ``--inject-into``, e.g. the communication-bound collectives), and the share in which some
   *other* case turned red beside it.
 
-    python ci/replay_nights.py night*.json.gz --nights 0 --inject-into test_collectives.py --slowdowns 10,20,30
+    python -m studies.replay_nights night*.json.gz --nights 0 --inject-into test_collectives.py --slowdowns 10,20,30
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Run-to-run spread of step_time_s medians: the same cases run REPEATS times in fresh pytest sessions,
 then the coefficient of variation (stddev / mean) of each case's median over those runs.
 
-    python ci/run_to_run_spread.py --repeats 10 --world-size 4
+    python -m studies.run_to_run_spread --repeats 10 --world-size 4
 
 This is the noise floor any regression threshold has to clear on this machine.
 """
@@ -37,12 +37,12 @@ def run_once(selection: list[str], world_size: int, out: Path) -> dict[str, floa
     return {c["nodeid"]: c["metrics"][METRIC]["stats"]["median"] for c in cases if METRIC in c["metrics"]}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--world-size", type=int, default=4)
     parser.add_argument("cases", nargs="*", default=DEFAULT_SELECTION)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     medians: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         for i in range(args.repeats):

@@ -1,7 +1,9 @@
 """Do the two block servers keep an offset for as long as they serve a case? Estimated from recorded A/A nights.
 
-    python ci/server_offset.py ci/recordings/night*-aa-ws4-2026-11-27.json.gz [--figure step_time_s] [--min-pairs 8]
-    python ci/server_offset.py ci/recordings/night*-aa-ws4-2026-11-27.json.gz --max-noise 15   # leave out the noisiest
+    python -m studies.server_offset studies/recordings/night*-aa-ws4-2026-11-27.json.gz [--min-pairs 8]
+    python -m studies.server_offset studies/recordings/night*-aa-ws4-2026-11-27.json.gz --max-noise 15  # less noise
+
+(``--figure step_time_s`` picks the figure.)
 
 On unchanged code a case's log ratio A/B, pair by pair, is noise around zero, plus, if the two servers run the
 case at different speeds for as long as they serve it (where their ranks landed, how their memory was laid
@@ -32,8 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_dmlbench.gates.paired.recorded import load_recorded
 from pytest_dmlbench.results.student_t import student_t_sf

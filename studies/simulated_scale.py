@@ -1,9 +1,9 @@
 """Timing targets of simulated ranks (issue 23): the DDP equivalence case at 256 and 1024 simulated ranks,
 peak memory, and the cost of one collective per rank. Targets are checked here, never in unit tests.
 
-    python ci/simulated_scale.py                 # everything, with the targets
-    python ci/simulated_scale.py --skip-cases    # only the DDP breakdown and the per-collective costs
-    python ci/simulated_scale.py --strategies ddp,allreduce,bucketed,ps,local_sgd
+    python -m studies.simulated_scale                 # everything, with the targets
+    python -m studies.simulated_scale --skip-cases    # only the DDP breakdown and the per-collective costs
+    python -m studies.simulated_scale --strategies ddp,allreduce,bucketed,ps,local_sgd
 
 Each equivalence case runs in a pytest subprocess of its own (its wall time as pytest's ``--durations``
 reports the call, and the subprocess's peak resident memory); the cases run before this process loads
@@ -51,7 +51,7 @@ def ddp_breakdown(ranks: int) -> dict[str, float]:
     import torch.nn.functional as F
 
     from bench_cases import test_simulated_equivalence as suite
-    from pytest_dmlbench.training.reference import flat
+    from pytest_dmlbench.training.reference import flat, reference_sgd
     from pytest_dmlbench.world.simulated.runner import SimulatedCase
 
     marks: list[tuple[str, float]] = []
@@ -70,8 +70,8 @@ def ddp_breakdown(ranks: int) -> dict[str, float]:
         like = suite.global_batch("mlp", suite.SHARD, 0)
         shards = [suite.scatter_shards(batch, strategy, like) for batch in batches]
         mark("data: rank 0 makes the global batches and scatters the shards")
-        trainer = suite.reference_sgd(reference, [b for b in batches if b is not None], F.cross_entropy,
-                                      lr=strategy.lr, momentum=strategy.momentum)
+        trainer = reference_sgd(reference, [b for b in batches if b is not None], F.cross_entropy,
+                                lr=strategy.lr, momentum=strategy.momentum)
         for step, data in enumerate(shards, start=1):
             assert data is not None
             strategy.step(data[0], data[1], F.cross_entropy)
@@ -139,12 +139,11 @@ def collective_costs(ranks: int, rounds: int = 10) -> dict[str, float]:
     return costs
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-cases", action="store_true", help="only the per-collective costs")
     parser.add_argument("--strategies", default="ddp", help="comma-separated strategies to time (default ddp)")
-    args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
+    args = parser.parse_args(argv)
     failed = False
     if not args.skip_cases:
         for strategy in args.strategies.split(","):

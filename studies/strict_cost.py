@@ -2,8 +2,8 @@
 order within each pair drawn at random, so a slow phase of the machine falls on both), at 64, 256 and 1024
 ranks; per case and size the median seconds of each and the median of the per-pair ratios.
 
-    python ci/strict_cost.py                                # every case at 64, 256 and 1024 ranks, 3 pairs
-    python ci/strict_cost.py --ranks 64 256 --pairs 5 --cases ddp
+    python -m studies.strict_cost                                # every case at 64, 256 and 1024 ranks, 3 pairs
+    python -m studies.strict_cost --ranks 64 256 --pairs 5 --cases ddp
 
 Cases: ``ddp``, the DDP equivalence case of ``bench_cases/test_simulated_equivalence.py`` (model, scatter of
 the data, three steps, the checks after each); ``ring``, ten rounds of each rank sending to the next and
@@ -17,12 +17,10 @@ import argparse
 import json
 import random
 import statistics
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
 SIZES = (64, 256, 1024)
 
 
@@ -120,7 +118,6 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if unknown or args.pairs < 1 or min(args.ranks) < 2:
         parser.error(f"cases must be among {', '.join(CASES)} (got {', '.join(unknown) or 'them'}), --pairs >= 1 "
                      "and every --ranks >= 2")
-    sys.path.insert(0, str(ROOT))  # bench_cases
     print("| case | ranks | strict off (s, median) | strict on (s, median) | on/off (median of pairs, range) |")
     print("|---|---|---|---|---|")
     rows = measure(cases, args.ranks, args.pairs, args.seed)

@@ -14,11 +14,11 @@ Per world size and iteration it runs a night of ``aa`` and one of ``one_slow``, 
 in random order, and a plain session of ``aa`` beside them for the cost. Counted per night: green or red,
 which cases failed, which slowed cases were caught, and the wall time over the plain session's.
 
-    python ci/suite_live_check.py                                  # 3 iterations at world sizes 2 and 4
-    python ci/suite_live_check.py --world-sizes 4 --iterations 1   # one pair of nights
-    python ci/suite_live_check.py --summarize suite_live_check.json
-    python ci/suite_live_check.py --keep-results nights/ --extra=--dmlbench-canary=on   # keep each night's JSON
-    python ci/suite_live_check.py --world-sizes 4 --slowed 12 --extra=--dmlbench-threshold=7   # catch rate at 7 %
+    python -m studies.suite_live_check                                  # 3 iterations at world sizes 2 and 4
+    python -m studies.suite_live_check --world-sizes 4 --iterations 1   # one pair of nights
+    python -m studies.suite_live_check --summarize suite_live_check.json
+    python -m studies.suite_live_check --keep-results nights/ --extra=--dmlbench-canary=on   # keep each night's JSON
+    python -m studies.suite_live_check --world-sizes 4 --slowed 12 --extra=--dmlbench-threshold=7   # catch rate at 7 %
 
 Writes ``--out`` (JSON) after every night, so a stopped run still counts.
 """
@@ -31,15 +31,12 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from paired_detection_quality import git, pytest_run
+from studies.scratch_repo import commits_of, git, pytest_run
 
 BASE_ITERATIONS = 40
 LIB_HEAD = textwrap.dedent('''
@@ -82,18 +79,14 @@ def library(cases: int, slowed: int, slowed_iterations: int, comment: str) -> st
 
 
 def build_repo(folder: Path, cases: int, slowdown: float, slowed: int = 1) -> dict[str, str]:
-    git(folder, "init", "-q", "-b", "main")
-    (folder / "pytest.ini").write_text("[pytest]\n")
-    (folder / "test_cases.py").write_text(CASES.format(cases=cases))
-    commits = {}
+    """The three commits (``base``, ``aa``, ``one_slow``) of the cases under test in ``folder``."""
     slowed_iterations = round(BASE_ITERATIONS * (1 + slowdown))
+    versions = {}
     for name, iterations, comment in (("base", BASE_ITERATIONS, "base"), ("aa", BASE_ITERATIONS, "comment changed"),
                                       ("one_slow", slowed_iterations, "base")):
-        (folder / "lib.py").write_text(library(cases, slowed, iterations, comment))
-        git(folder, "add", "-A")
-        git(folder, "commit", "-q", "-m", name)
-        commits[name] = git(folder, "rev-parse", "HEAD")
-    return commits
+        versions[name] = {"pytest.ini": "[pytest]\n", "test_cases.py": CASES.format(cases=cases),
+                          "lib.py": library(cases, slowed, iterations, comment)}
+    return commits_of(folder, versions)
 
 
 def night(repo: Path, tmp: Path, common: list[str], base: str, label: str, slowed: int = 1) -> dict[str, Any]:
@@ -151,7 +144,7 @@ def summarize(report: dict[str, Any]) -> None:
             print(f"  slowed cases' ratios of medians: {', '.join(f'{r:.3f}' for r in sorted(ratios))}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--iterations", type=int, default=3, help="pairs of nights (aa, one_slow) per world size")
@@ -161,11 +154,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("suite_live_check.json").resolve())
     parser.add_argument("--summarize", type=Path, metavar="JSON", help="only summarise a JSON this script wrote")
     parser.add_argument("--keep-results", type=Path, metavar="DIR",
-                        help="copy each paired night's results JSON here (ci/canary_noise.py, ci/replay_nights.py)")
+                        help="keep each paired night's results JSON here (for canary_noise, replay_nights)")
     parser.add_argument("--extra", action="append", default=[], metavar="ARG",
                         help="one more pytest argument for every session (repeatable), e.g. "
                         "--extra=--dmlbench-canary=on")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not 1 <= args.slowed < args.cases:
         parser.error(f"--slowed {args.slowed}: give 1 to {args.cases - 1}, so that some cases stay unchanged")
     if args.summarize is not None:

@@ -6,8 +6,8 @@ its own pytest session, and counts per validation how many runs passed, failed o
 ``--hog N``, N busy-looping processes compete for the cores during every run. Prints the date, the machine
 and the command beside the counts.
 
-    python ci/validation_judged_rate.py --runs 10            # idle machine: the README's target is >= 9 of 10 judged
-    python ci/validation_judged_rate.py --runs 5 --hog 2     # loaded: never a failure, a miss is "not judged"
+    python -m studies.validation_judged_rate --runs 10         # idle machine: the README's target is >= 9 of 10 judged
+    python -m studies.validation_judged_rate --runs 5 --hog 2  # loaded: never a failure, a miss is "not judged"
 """
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ def one_run(folder: Path, index: int) -> dict[str, str]:
     return outcomes(junit)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--hog", type=int, default=0, help="busy-looping processes beside every run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     hogs = [multiprocessing.Process(target=spin_forever, daemon=True) for _ in range(args.hog)]
     for hog in hogs:
         hog.start()
@@ -78,7 +78,7 @@ def main() -> None:
         for hog in hogs:
             hog.terminate()
     print(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, "
-          f"{args.hog} hog(s), {time.monotonic() - started:.0f} s; python ci/validation_judged_rate.py "
+          f"{args.hog} hog(s), {time.monotonic() - started:.0f} s; python -m studies.validation_judged_rate "
           f"--runs {args.runs} --hog {args.hog}")
     for name, counter in sorted(counts.items()):
         judged = counter["passed"] + counter["failed"]

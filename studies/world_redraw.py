@@ -11,7 +11,7 @@ Per session, from its results file (every stage's pairs of ``step_time_s``, in o
 
 * per-pair noise (sd of the log ratio A/B, %, median over cases) and seconds per pair (median);
 * the offset the two sides keep for a whole case: the covariance, across cases, of the means of each case's
-  first and second half of pairs (``ci/server_offset.py``), as a spread in % with a bootstrap 95 % upper bound.
+  first and second half of pairs (``studies/server_offset.py``), as a spread in % with a bootstrap 95 % upper bound.
   With worlds kept, it holds what a world and what a server keep; with worlds redrawn, only what a server keeps;
 * with worlds redrawn, the offset one world has: per case a one-way random-effects analysis of the pairs
   grouped by world (between-world mean square less within, over the effective group size), averaged over
@@ -20,8 +20,8 @@ Per session, from its results file (every stage's pairs of ``step_time_s``, in o
   ``--control-groups`` pairs (default 2): the control, which reads about zero unless neighbouring pairs share
   something besides their world (a slow phase of the machine).
 
-    python ci/world_redraw.py --select bench_cases/test_collectives.py --settings 0 4 4 0 --out-dir redraw
-    python ci/world_redraw.py --summarize redraw/*.json
+    python -m studies.world_redraw --select bench_cases/test_collectives.py --settings 0 4 4 0 --out-dir redraw
+    python -m studies.world_redraw --summarize redraw/*.json
 """
 
 from __future__ import annotations
@@ -39,10 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from server_offset import BOOTSTRAP, halves, shared_offset
+from studies.scratch_repo import git
+from studies.server_offset import BOOTSTRAP, halves, shared_offset
 
 FIGURE = "step_time_s"
 MIN_PAIRS = 8
@@ -134,18 +132,12 @@ def summarize(paths: list[Path], seed: int = 0, control_groups: int = 2) -> list
     return lines
 
 
-def _git(repo: Path, *args: str) -> str:
-    identity = ["-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "-c", "commit.gpgsign=false"]
-    return subprocess.run(["git", *identity, *args], cwd=repo, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 def aa_clone(source: Path, folder: Path) -> Path:
     """A clone of ``source``'s HEAD with a comment-only commit on top: HEAD~1 is the same code."""
-    _git(folder.parent, "clone", "-q", str(source), str(folder))
+    git(folder.parent, "clone", "-q", str(source), str(folder))
     conftest = folder / "bench_cases" / "__init__.py"
     conftest.write_text(conftest.read_text() + "\n# A/A: a comment-only change\n")
-    _git(folder, "commit", "-q", "-am", "A/A: a comment-only change")
+    git(folder, "commit", "-q", "-am", "A/A: a comment-only change")
     return folder
 
 
