@@ -1,19 +1,16 @@
-"""ci/canary_noise.py estimates each recorded stage both ways, plain and canary-adjusted, from the same pairs."""
+"""studies/canary_noise.py estimates each recorded stage both ways, plain and canary-adjusted, from the same pairs."""
 
 from __future__ import annotations
 
 import json
 import random
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "canary_noise.py"
+import pytest
 
-
-def _script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=SCRIPT.parents[1])
+from studies import canary_noise
+from tests.studies.running import run_study
 
 
 def _results(path: Path, canary_follows_phase: bool) -> Path:
@@ -39,27 +36,27 @@ def _medians(output: str) -> tuple[float, float]:
     return float(found[1]), float(found[2])
 
 
-def test_a_canary_that_follows_the_phases_lowers_the_noise(tmp_path: Path) -> None:
-    done = _script(str(_results(tmp_path / "phased.json", canary_follows_phase=True)))
+def test_a_canary_that_follows_the_phases_lowers_the_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    done = run_study(canary_noise.main, capsys, str(_results(tmp_path / "phased.json", canary_follows_phase=True)))
     assert done.returncode == 0, done.stderr
     plain, adjusted = _medians(done.stdout)
     assert adjusted < plain / 5, done.stdout
     assert "world size 4: 1 stages (1 cases, median 12 pairs)" in done.stdout
     assert "narrowed the test in 1 of 1 stages" in done.stdout
     # negative control: a canary that saw none of the phases leaves the noise where it was
-    blind = _script(str(_results(tmp_path / "blind.json", canary_follows_phase=False)))
+    blind = run_study(canary_noise.main, capsys, str(_results(tmp_path / "blind.json", canary_follows_phase=False)))
     assert blind.returncode == 0, blind.stderr
     plain, adjusted = _medians(blind.stdout)
     assert adjusted > plain * 0.8, blind.stdout
 
 
-def test_results_without_a_canary_are_refused(tmp_path: Path) -> None:
+def test_results_without_a_canary_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"cases": [{"nodeid": "t", "metrics": {}, "extra": {"paired": {"block_medians": [
         {"a_first": [True], "a": {}, "b": {}}]}}}]}))
-    done = _script(str(old))
+    done = run_study(canary_noise.main, capsys, str(old))
     assert done.returncode == 2
     assert "no stage with a recorded canary and at least 8 pairs" in done.stderr
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    assert "broken.json: not a readable results file" in _script(str(broken)).stderr
+    assert "broken.json: not a readable results file" in run_study(canary_noise.main, capsys, str(broken)).stderr

@@ -1,17 +1,15 @@
-"""``ci/cpu_noise.py``: CPU time's per-pair noise against wall time's, on the same recorded block pairs."""
+"""``studies/cpu_noise.py``: CPU time's per-pair noise against wall time's, on the same recorded block pairs."""
 
 from __future__ import annotations
 
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
-import cpu_noise
+from studies import cpu_noise
 
 
 def _run(path: Path, wall_sd: float, cpu_sd: float, pairs: int = 30) -> Path:

@@ -1,4 +1,4 @@
-"""``ci/gpu_paths.py`` on every CUDA device of the host (collected everywhere, skipped with the reason on a host
+"""``studies/gpu_paths.py`` on every CUDA device of the host (collected everywhere, skipped with the reason on a host
 with fewer than 2): NCCL between 2+ ranks, busbw, ``peak_cuda_mb``, the CUDA out-of-memory search, equivalence
 on NCCL and ``set_device`` per rank, each reported passed."""
 
@@ -15,7 +15,7 @@ pytestmark = needs_gpus(2)
 
 
 def test_every_gpu_path_passes_between_the_hosts_devices() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "ci" / "gpu_paths.py")], env=host_env(), cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "studies.gpu_paths"], env=host_env(), cwd=ROOT,
                           capture_output=True, text=True, timeout=660, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FAILED" not in done.stdout and " not run " not in done.stdout, done.stdout

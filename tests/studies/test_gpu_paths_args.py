@@ -1,15 +1,13 @@
-"""``ci/gpu_paths.py`` on a CPU host: its options, the world it picks, and its report, from results files made
+"""``studies/gpu_paths.py`` on a CPU host: its options, the world it picks, and its report, from results files made
 here (the cases' outcomes are written by hand: no GPU ran them); the whole script with no CUDA device."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
-import gpu_paths
+from studies import gpu_paths
 
 
 def test_options_parse_and_bad_values_are_refused_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,6 +62,6 @@ def test_without_a_cuda_device_nothing_runs_and_the_report_says_so(capsys: pytes
     # the count is given (0, as this host has; counting in a new interpreter would import torch again)
     assert gpu_paths.main([], count_devices=lambda: 0) == 2
     out = capsys.readouterr().out
-    assert "0 CUDA device(s)" in out and "`python ci/gpu_paths.py`" in out, out
+    assert "0 CUDA device(s)" in out and "`python -m studies.gpu_paths`" in out, out
     assert out.count("  not run  ") == len(gpu_paths.PATHS), out
     assert "no CUDA device on this host" in out

@@ -1,17 +1,14 @@
-"""``ci/memory_world_offset.py``: the A/A offset of memory peaks between two sides' worlds, from recordings."""
+"""``studies/memory_world_offset.py``: the A/A offset of memory peaks between two sides' worlds, from recordings."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_dmlbench.gates.paired.memory_peaks import WORLD_OFFSET_PCT
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
-import memory_world_offset
+from studies import memory_world_offset
 
 
 def _night(path: Path, pairs: list[tuple[float, float]]) -> Path:

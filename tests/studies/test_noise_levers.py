@@ -1,17 +1,13 @@
-"""ci/noise_levers.py estimates every recorded stage plain, canary-adjusted and order-adjusted, pair for pair."""
+"""studies/noise_levers.py estimates every recorded stage plain, canary-adjusted and order-adjusted, pair for pair."""
 
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
-
-from noise_levers import stage_noise
+from studies.noise_levers import stage_noise
 
 
 def _document(order_effect: float, pairs: int = 16) -> dict[str, Any]:

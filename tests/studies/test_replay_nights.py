@@ -1,15 +1,13 @@
-"""``ci/replay_nights.py``: recorded A/A nights replayed through the gate's trial, with the settled share."""
+"""``studies/replay_nights.py``: recorded A/A nights replayed through the gate's trial, with the settled share."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
-import replay_nights
+from studies import replay_nights
 
 
 def _night(path: Path, memory: bool) -> Path:

@@ -1,4 +1,4 @@
-"""ci/server_offset.py on results files written here: an offset each run's servers draw per case is found within
+"""studies/server_offset.py on results files written here: an offset each run's servers draw per case is found within
 the run and not across runs, an offset that belongs to the case is found across runs, and noise alone gives
 no offset (the control that shows the estimate is not always large); the count of cases beyond 2 standard errors
 matches the t distribution's on noise alone and rises with offsets that differ from case to case."""
@@ -9,17 +9,14 @@ import gzip
 import json
 import math
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
+from studies import server_offset
+from studies.server_offset import beyond, case_logs, halves, shared_offset
+from tests.studies.running import run_study
 
-from server_offset import beyond, case_logs, halves, shared_offset
-
-SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "server_offset.py"
 CASES, PAIRS, NOISE = 60, 16, 0.03
 
 
@@ -85,10 +82,9 @@ def test_offsets_that_differ_from_case_to_case_put_more_cases_beyond(tmp_path: P
     assert seen > 3 * expected
 
 
-def test_the_script_prints_both_views_and_its_bounds(tmp_path: Path) -> None:
+def test_the_script_prints_both_views_and_its_bounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     paths = runs(tmp_path, run_offset=0.04, case_offset=0.0)
-    done = subprocess.run([sys.executable, str(SCRIPT), *map(str, paths), "--max-noise", "20"],
-                          capture_output=True, text=True, timeout=120)
+    done = run_study(server_offset.main, capsys, *map(str, paths), "--max-noise", "20")
     assert done.returncode == 0, done.stderr
     assert "cases with at least 8 pairs and per-pair noise up to 20 %; within a run" in done.stdout
     assert "night0.json.gz: 60 cases: correlation +0." in done.stdout
@@ -100,10 +96,10 @@ def test_the_script_prints_both_views_and_its_bounds(tmp_path: Path) -> None:
     (["--min-pairs", "3"], "--min-pairs 3: give 4 or more"),
     (["--figure", "step_time_s"], "not a readable results file"),
 ])
-def test_bad_input_is_named(tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_input_is_named(tmp_path: Path, args: list[str], message: str,
+                            capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken.json.gz"
     broken.write_bytes(b"not gzip")
-    done = subprocess.run([sys.executable, str(SCRIPT), str(broken), *args], capture_output=True, text=True,
-                          timeout=60)
+    done = run_study(server_offset.main, capsys, str(broken), *args)
     assert done.returncode == 2
     assert message in done.stderr

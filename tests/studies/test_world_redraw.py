@@ -1,4 +1,4 @@
-"""ci/world_redraw.py's summary on results files written here: pairs are split into worlds where a pair ran on
+"""studies/world_redraw.py's summary on results files written here: pairs are split into worlds where a pair ran on
 fresh ones, an offset each world draws is found between worlds, and noise alone gives none (the control that
 shows the estimate is not always large)."""
 
@@ -7,13 +7,10 @@ from __future__ import annotations
 import json
 import math
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
-
-from world_redraw import case_worlds, summarize, world_spread, world_variance
+from studies.world_redraw import case_worlds, summarize, world_spread, world_variance
 
 CASES, PAIRS, REDRAW, NOISE = 40, 24, 3, 0.03
 
