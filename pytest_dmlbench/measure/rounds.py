@@ -154,6 +154,12 @@ class RankSync:
         """Element-wise sum over ranks of ``values`` (each rank's in a slot of its own; also a barrier)."""
         return _slot_sums(self.max(_own_slots(values, self)), len(values))
 
+    def each(self, values: Sequence[float]) -> list[list[float]]:
+        """Every rank's ``values``, one list per rank in rank order (each rank's in slots of its own; also a
+        barrier)."""
+        slots = self.max(_own_slots(values, self))
+        return [[slots[i * self.world_size + rank] for i in range(len(values))] for rank in range(self.world_size)]
+
 
 def run_rounds(
     body: Callable[[], Sequence[float]],

@@ -21,7 +21,8 @@ from pytest_dmlbench.measure.comm import CommCounter, instrument_collectives
 from pytest_dmlbench.measure.cpu_time import CpuReader
 from pytest_dmlbench.measure.flops import FlopCount
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
-from pytest_dmlbench.results import MetricResult
+from pytest_dmlbench.measure.work_counts import FLOPS, KINDS, agree, kind_counts, step_counters
+from pytest_dmlbench.results import MetricResult, calls_metric
 from pytest_dmlbench.results.stats import median
 
 
@@ -162,8 +163,10 @@ def benchmark_training(
     round to round so that drift and order effects cancel. Metrics: ``step_time_s``, ``cpu_time_s`` (the
     ranks' CPU time on the step, summed over ranks),
     ``throughput_samples_per_s`` (``global_batch_size`` / step time), ``comm_busy_fraction``,
-    ``comm_bytes_per_step`` and ``collective_calls_per_step`` (instrumented collectives; max over ranks; left
-    out, with a note, for DDP without a Python communication hook, whose traffic is invisible),
+    ``comm_bytes_per_step``, ``collective_calls_per_step`` and the calls of each kind a step makes,
+    ``collective_calls_per_step.<kind>`` (instrumented collectives; max over ranks, with a note naming each rank's
+    count where ranks differ: :mod:`.work_counts`; left out, with a note, for DDP without a Python communication
+    hook, whose traffic is invisible),
     ``flops_per_step`` (summed over ranks, counted in the first warm-up round: :mod:`.flops`), and with a
     twin ``exposed_comm_fraction`` and ``compute_comm_ratio`` (``T(twin) / (T(step) - T(twin))``, inf when
     nothing is exposed).
@@ -192,8 +195,9 @@ def benchmark_training(
         return now() - start, cpu.read() - cpu_start, float(loss)
 
     flops = FlopCount(enabled=plan.warmup > 0)
+    counted: list[dict[str, float]] = []  # this rank's counters of every round, warm-up included
 
-    def body() -> tuple[float, float, float, float, float, float, float]:
+    def body() -> tuple[float, ...]:
         inputs, targets = next(cycle)
         twin_first = twin_step is not None and next(pair_index) % 2 == 1
         twin_time = 0.0
@@ -206,16 +210,18 @@ def benchmark_training(
                 step_time, step_cpu, loss = timed(step, inputs, targets)
         else:
             step_time, step_cpu, loss = timed(step, inputs, targets)
-        busy, nbytes, calls = counter.busy_s, counter.bytes, counter.calls
+        busy, nbytes, calls, kinds = counter.busy_s, counter.bytes, counter.calls, kind_counts(counter)
+        counted.append(step_counters(counter, flops=flops.value))
         if not twin_first and twin_step is not None:
             sync.barrier()
             twin_time, _, _ = timed(twin_step, inputs, targets)
         losses.append(loss)
         return (step_time, twin_time, busy / step_time if step_time > 0 else 0.0, float(nbytes), float(calls),
-                step_cpu, flops.value)
+                *kinds, step_cpu, flops.value)
 
     with instrument_collectives(counter):
-        rows = run_rounds(body, plan, width=7, sync=sync, summed=2)
+        rows = run_rounds(body, plan, width=7 + len(KINDS), sync=sync, summed=2)
+    cpu_at, flops_at = 5 + len(KINDS), 6 + len(KINDS)
     step_times = [r[0] for r in rows]
     twin_times = [r[1] for r in rows]
 
@@ -227,11 +233,11 @@ def benchmark_training(
     }
     notes: list[str] = []
     if cpu.readable:
-        metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", [r[5] for r in rows])
+        metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", [r[cpu_at] for r in rows])
     elif cpu.missing:
         notes.append(cpu.missing)
     if flops.counted:
-        metrics["flops_per_step"] = MetricResult.of("flops_per_step", [r[6] for r in rows])
+        metrics["flops_per_step"] = MetricResult.of("flops_per_step", [r[flops_at] for r in rows])
     else:
         notes.append(flops.missing_note())
     unseen = unseen_communication(strategy) if sync.world_size > 1 else None
@@ -239,8 +245,19 @@ def benchmark_training(
         metrics["comm_busy_fraction"] = MetricResult.of("comm_busy_fraction", [r[2] for r in rows])
         metrics["comm_bytes_per_step"] = MetricResult.of("comm_bytes_per_step", [r[3] for r in rows])
         metrics["collective_calls_per_step"] = MetricResult.of("collective_calls_per_step", [r[4] for r in rows])
+        for i, kind in enumerate(KINDS):
+            if any(r[5 + i] for r in rows):  # a kind is a figure where a step calls it
+                metrics[calls_metric(kind)] = MetricResult.of(calls_metric(kind), [r[5 + i] for r in rows])
     else:
         notes.append(unseen)
+    # ranks compared on their median counters (the same names on every rank): calls and bytes where seen, FLOPs
+    # where counted
+    kept = counted[plan.warmup:] or counted
+    local = {name: median([c[name] for c in kept]) for name in kept[0]
+             if (name == FLOPS and flops.counted) or (name != FLOPS and unseen is None)}
+    differ = agree(local, sync)[1] if local else None
+    if differ is not None:
+        notes.append(differ)
     of_medians: float | None = None
     if twin_step is not None:
         pairs = list(zip(step_times, twin_times, strict=True))

@@ -94,6 +94,24 @@ METRICS: dict[str, MetricSpec] = {
 }
 
 
+CALLS_TOTAL = "collective_calls_per_step"
+CALLS_BY_KIND_PREFIX = f"{CALLS_TOTAL}."
+"""``collective_calls_per_step.<kind>``: the calls of one kind (``all_reduce``, ``broadcast``, ...) a step makes; a
+figure of its own for every kind a step calls."""
+
+
+def calls_metric(kind: str) -> str:
+    """The name of the figure counting ``kind``'s calls per step (``collective_calls_per_step.all_reduce``)."""
+    return f"{CALLS_BY_KIND_PREFIX}{kind}"
+
+
+def call_kind(name: str) -> str | None:
+    """The collective kind a calls-by-kind figure counts, or None for any other figure."""
+    if name.startswith(CALLS_BY_KIND_PREFIX) and len(name) > len(CALLS_BY_KIND_PREFIX):
+        return name[len(CALLS_BY_KIND_PREFIX):]
+    return None
+
+
 def oversubscribed_world(world_size: int, xdist_workers: int, cores: int) -> bool:
     """The one oversubscription rule: the ranks of every pytest-xdist worker together exceed the cores, so
     the timings share CPUs (and are pessimistic). The run facts record it and the reports flag it by it."""
@@ -104,6 +122,10 @@ def spec_for(name: str, unit: str | None = None, better: Better = None) -> Metri
     """The registered spec of ``name``, or an ad-hoc one for a user metric (``unit`` required then)."""
     if name in METRICS:
         return METRICS[name]
+    kind = call_kind(name)
+    if kind is not None:
+        return MetricSpec(name, "calls", "lower", f"{kind} calls this rank makes in one step (exact; max over ranks); "
+                          "any change is a regression")
     return MetricSpec(name, unit or "", better, "user metric")
 
 

@@ -1,13 +1,18 @@
-"""Exact work counters of a training step: FLOPs from torch's flop counter, collective calls from the counter."""
+"""Exact work counters of a training step: FLOPs from torch's flop counter, collective calls (in total and by
+kind) from the counter, agreed across ranks."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 
 from pytest_dmlbench.measure.rounds import RoundPlan
 from pytest_dmlbench.measure.runner import benchmark_training
+from pytest_dmlbench.measure.work_counts import agree
 
 
 def _linear_step(width: int) -> Any:
@@ -44,3 +49,78 @@ def test_a_step_without_collectives_counts_none() -> None:
     result = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=None,
                                 plan=RoundPlan(warmup=1, rounds=2))
     assert result.metrics["collective_calls_per_step"].samples == [0.0, 0.0]
+
+
+def _collective_step(all_reduces: int) -> Any:
+    import torch.distributed as dist
+
+    def step(inputs: Any, targets: Any, loss_fn: Any) -> float:
+        for _ in range(all_reduces):
+            dist.all_reduce(torch.ones(4))
+        dist.broadcast(torch.ones(4), src=0)
+        return 0.0
+
+    return step
+
+
+def test_calls_are_counted_by_kind_and_an_added_all_reduce_shows_in_its_kind(world1: None) -> None:
+    plan = RoundPlan(warmup=1, rounds=3)
+    one = benchmark_training(_collective_step(1), [(0, 0)], global_batch_size=1, loss_fn=None, plan=plan)
+    two = benchmark_training(_collective_step(2), [(0, 0)], global_batch_size=1, loss_fn=None, plan=plan)
+    assert one.metrics["collective_calls_per_step.all_reduce"].samples == [1.0] * 3
+    assert two.metrics["collective_calls_per_step.all_reduce"].samples == [2.0] * 3
+    # negative control: the kind that did not change reads the same, and kinds never called are no figures
+    assert one.metrics["collective_calls_per_step.broadcast"].samples == [1.0] * 3
+    assert two.metrics["collective_calls_per_step.broadcast"].samples == [1.0] * 3
+    assert {n for n in two.metrics if n.startswith("collective_calls_per_step.")} == {
+        "collective_calls_per_step.all_reduce", "collective_calls_per_step.broadcast"}
+    assert not any("differ between ranks" in note for note in two.notes)
+
+
+class _ThreadRank:
+    """One rank of a world of threads: the exchanges of :class:`RankSync` over a barrier, for several ranks in
+    one process (the agreement's logic, without starting processes)."""
+
+    def __init__(self, rank: int, slots: list[list[float]], barrier: threading.Barrier) -> None:
+        self.rank, self.slots, self.barrier = rank, slots, barrier
+        self.world_size = len(slots)
+
+    def _all(self, values: Sequence[float]) -> list[list[float]]:
+        self.slots[self.rank] = list(values)
+        self.barrier.wait()
+        everyone = [list(s) for s in self.slots]
+        self.barrier.wait()
+        return everyone
+
+    def max(self, values: Sequence[float]) -> list[float]:
+        return [max(column) for column in zip(*self._all(values), strict=True)]
+
+    def each(self, values: Sequence[float]) -> list[list[float]]:
+        return self._all(values)
+
+
+def _agreed(counters: list[dict[str, float]]) -> list[tuple[dict[str, float], str | None]]:
+    barrier = threading.Barrier(len(counters), timeout=60)  # a guard against a hang, not a time limit
+    slots: list[list[float]] = [[] for _ in counters]
+    with ThreadPoolExecutor(len(counters)) as pool:
+        return list(pool.map(lambda r: agree(counters[r], _ThreadRank(r, slots, barrier)), range(len(counters))))
+
+
+def test_counters_equal_across_ranks_agree_without_a_note_and_flops_are_summed() -> None:
+    same = {"collective_calls_per_step": 2.0, "collective_calls_per_step.all_reduce": 2.0, "flops_per_step": 100.0}
+    for agreed, note in _agreed([same] * 4):
+        assert note is None
+        assert agreed == {"collective_calls_per_step": 2.0, "collective_calls_per_step.all_reduce": 2.0,
+                          "flops_per_step": 400.0}
+
+
+def test_counters_unequal_across_ranks_are_reported_naming_the_ranks() -> None:
+    counters = [{"collective_calls_per_step.recv": 3.0 if rank == 0 else 1.0, "flops_per_step": 10.0 * (rank + 1)}
+                for rank in range(4)]
+    results = _agreed(counters)
+    assert all(result == results[0] for result in results)  # every rank reads the same
+    agreed, note = results[0]
+    assert agreed == {"collective_calls_per_step.recv": 3.0, "flops_per_step": 100.0}  # the max; FLOPs the sum
+    assert note is not None and "differ between ranks" in note
+    assert "collective_calls_per_step.recv: 3 on rank 0, 1 on ranks 1-3" in note
+    assert "flops_per_step: 10 on rank 0, 20 on rank 1, 30 on rank 2, 40 on rank 3" in note

@@ -37,7 +37,7 @@ import pytest
 
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.errors import RefError
-from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import is_single_reading
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
 from pytest_dmlbench.gates.paired.client import RefLaunch, RefProcess
 from pytest_dmlbench.gates.paired.live_source import BlockFailed, BlockServers, LiveSource, redraw_interval
@@ -215,10 +215,10 @@ class PairedGate:
                                          judgement, begin)
         judgement.verdicts = verdicts
         # a regression of a figure tested on pairs (single readings are compared directly) is explained
-        if any(v.kind == "regression" and v.metric not in SINGLE_READING_METRICS for v in verdicts):
+        if any(v.kind == "regression" and not is_single_reading(v.metric) for v in verdicts):
             explanation = self._explain(item, plan, judgement)
             judgement.verdicts = [replace(v, message=f"{v.message}\n{explanation}")
-                                  if v.kind == "regression" and v.metric not in SINGLE_READING_METRICS else v
+                                  if v.kind == "regression" and not is_single_reading(v.metric) else v
                                   for v in verdicts]
 
     def _untested(self, item: JudgedItem, metric: MetricResult, kind: Literal["inconclusive", "new"],

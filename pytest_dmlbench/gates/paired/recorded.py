@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.gates.figures import CPU_TIME_METRICS, SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import CPU_TIME_METRICS, is_single_reading
 from pytest_dmlbench.gates.paired.pairs import BlockPair, ListSource
 from pytest_dmlbench.results import Direction
 
@@ -128,7 +128,7 @@ def slowed(pair: Pair, figures: Mapping[str, tuple[str, Direction]], slowdown: f
     slowdown takes time, not memory)."""
     if slowdown == 0.0:
         return pair
-    a = {name: value if name not in figures or name in SINGLE_READING_METRICS else
+    a = {name: value if name not in figures or is_single_reading(name) else
          value * (1.0 + slowdown) if figures[name][1] == "lower" else value / (1.0 + slowdown)
          for name, value in pair[0].items()}
     return a, pair[1]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import is_single_reading
 from pytest_dmlbench.gates.paired.canary_adjustment import adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.pairs import BlockPair
 from pytest_dmlbench.gates.paired.plan import BlockPlan
@@ -57,7 +57,7 @@ class Stage:
             a, b = pair.block_medians(t.name, t.scale)
             self.a.setdefault(t.name, []).append(a)
             self.b.setdefault(t.name, []).append(b)
-        names = set(self.single) | {n for side in (pair.a, pair.b) for n in side if n in SINGLE_READING_METRICS}
+        names = set(self.single) | {n for side in (pair.a, pair.b) for n in side if is_single_reading(n)}
         for name in sorted(names):
             earlier = [math.nan] * (self.pairs - 1)
             a_side, b_side = self.single.setdefault(name, (list(earlier), list(earlier)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
+from pytest_dmlbench.gates.figures import is_single_reading
 from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.paired.derived import (
     DERIVED_METRICS,
@@ -76,13 +76,13 @@ class Trial:
         source's clock."""
         thresholds = Thresholds.of_case(threshold)
         changed_unit = {n for n, m in directed.items() if n in ref_units and ref_units[n] != m.unit}
-        timed = [Timed(n, m.better, m.unit) for n, m in directed.items() if n not in SINGLE_READING_METRICS
+        timed = [Timed(n, m.better, m.unit) for n, m in directed.items() if not is_single_reading(n)
                  and m.better is not None and n in ref_units and n not in changed_unit]
         pairs: list[BlockPair] = []
         judgement.budget_s = self.budget_s if item.pair_budget_s is None else item.pair_budget_s
         verdicts = self.decide(item, directed, timed, thresholds, source, pairs, judgement, begin)
         derived = {v.metric for v in verdicts if v.metric in DERIVED_METRICS}
-        missing = [n for n in directed if n not in SINGLE_READING_METRICS and n not in ref_units and n not in derived]
+        missing = [n for n in directed if not is_single_reading(n) and n not in ref_units and n not in derived]
         write = self.writer.write
         verdicts += [write(item, directed[n], "inconclusive" if n in DERIVED_METRICS else "new", None,
                            median(directed[n].samples), thresholds.of(n), missing_reason(n, self.writer.label))

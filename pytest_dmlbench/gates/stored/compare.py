@@ -23,13 +23,13 @@ reported.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, parse_threshold
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.gates.figures import CALL_COUNT_METRICS, EXACT_COUNT_METRICS, MEMORY_PEAK_METRICS
+from pytest_dmlbench.gates.figures import MEMORY_PEAK_METRICS, counts_by_kind, is_call_count, is_exact_count
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
 from pytest_dmlbench.gates.stored.block_test import Alternative, block_samples, block_test
 from pytest_dmlbench.gates.stored.detectable import detectable_pct
@@ -44,7 +44,16 @@ from pytest_dmlbench.gates.stored.proof import (
 from pytest_dmlbench.gates.stored.single_reading import call_count, exact_count, memory_peak
 from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import Decision, word
-from pytest_dmlbench.results import CaseResult, Direction, MetricResult, RunResults, Verdict, VerdictKind
+from pytest_dmlbench.results import (
+    CALLS_TOTAL,
+    CaseResult,
+    Direction,
+    MetricResult,
+    RunResults,
+    Verdict,
+    VerdictKind,
+    call_kind,
+)
 from pytest_dmlbench.results.stats import median
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 
@@ -156,11 +165,11 @@ def compare_metric(
         "reference": base_median, "p_value": test.p_value,
         "between_runs_p": runs_test.p_value if runs_test is not None else None, "runs": len(run_medians),
     }
-    if current.name in EXACT_COUNT_METRICS or current.name in MEMORY_PEAK_METRICS:
-        if current.name in CALL_COUNT_METRICS:
-            single = call_count(base_median, cur_median, unit)
+    if is_exact_count(current.name) or current.name in MEMORY_PEAK_METRICS:
+        if is_call_count(current.name):
+            single = call_count(current.name, base_median, cur_median, unit)
             more["p_value"] = more["between_runs_p"] = None  # no test ran
-        elif current.name in EXACT_COUNT_METRICS:
+        elif is_exact_count(current.name):
             single = exact_count(base_median, cur_median, bad_pct, threshold_pct, unit)
             more["p_value"] = more["between_runs_p"] = None  # no test ran
         else:
@@ -225,16 +234,39 @@ def compare_case(
     thresholds = settings.thresholds_for(current)
     command = settings.refresh_command.format(nodeid=_shell_quote(current.nodeid))
     verdicts = []
-    for name, metric in current.metrics.items():
+    base_metrics = baseline.metrics if baseline is not None else {}
+    for name, metric in with_call_kinds(current.metrics, base_metrics).items():
         if not thresholds.judges(name):
             continue
-        base_metric = baseline.metrics.get(name) if baseline is not None else None
+        base_metric = base_metrics.get(name) if baseline is not None else None
+        if base_metric is None and baseline is not None and call_kind(name) is not None:
+            base_metric = zero_calls(name, base_metrics)
         reason = new_reason if baseline is None else "the baseline does not record this metric"
         verdict = compare_metric(base_metric, metric, thresholds.of(name), settings.alpha, command, reason,
                                  settings.min_runs)
         if verdict is not None:
             verdicts.append(verdict)
     return verdicts
+
+
+def with_call_kinds(current: Mapping[str, MetricResult],
+                    baseline: Mapping[str, MetricResult]) -> dict[str, MetricResult]:
+    """``current``'s figures and a zero of each kind of collective only the baseline calls, where the current run
+    counted calls by kind (a kind is recorded only where a step calls it)."""
+    total = current.get(CALLS_TOTAL)
+    if total is None or not counts_by_kind(current, median(total.samples) if total.samples else None):
+        return dict(current)
+    gone = [n for n in baseline if call_kind(n) is not None and n not in current]
+    return {**current, **{n: MetricResult.of(n, [0.0]) for n in gone}}
+
+
+def zero_calls(name: str, baseline: Mapping[str, MetricResult]) -> MetricResult | None:
+    """Zero calls of ``name``'s kind, where the baseline counted calls by kind and did not call it; None where it
+    did not count by kind (recorded before calls were, or without counting: the figure is ``new``)."""
+    total = baseline.get(CALLS_TOTAL)
+    if total is None or not counts_by_kind(baseline, median(total.samples) if total.samples else None):
+        return None
+    return MetricResult(name, "calls", "lower", [0.0], [0.0] * len(total.history))
 
 
 def _shell_quote(text: str) -> str:

@@ -17,6 +17,7 @@ from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest
 from pytest_dmlbench.gates.stored.detectable import detectable_between_runs_pct
 from pytest_dmlbench.gates.stored.proof import between_runs_interval, describe, settle_advice
 from pytest_dmlbench.results import InconclusiveCause, VerdictKind
+from pytest_dmlbench.results.figures import calls_named
 
 
 class Judgement(NamedTuple):
@@ -61,16 +62,18 @@ def exact_count(base: float, cur: float, bad_pct: float, threshold_pct: float, u
                      detectable_pct=0.0)
 
 
-def call_count(base: float, cur: float, unit: str) -> Judgement:
-    """Two medians of a collective call count: equal is ``unchanged``, any difference a regression."""
+def call_count(name: str, base: float, cur: float, unit: str) -> Judgement:
+    """Two medians of a collective call count (``name``: the total, or one kind's): equal is ``unchanged``, any
+    difference a regression."""
     unusable = _not_finite("a call count", base, cur)
     if unusable is not None:
         return unusable
+    calls = calls_named(name)
     if base == cur:
-        return Judgement("unchanged", f"collective calls counted exactly: the same {_exact(cur, unit)} a step; no "
-                         "test ran, no alpha spent", detectable_pct=0.0)
-    return Judgement("regression", f"collective calls counted exactly: {_exact(cur, unit)} a step against "
-                     f"{_exact(base, unit)}; any change in the calls a step makes is a regression, fewer or more (a "
+        return Judgement("unchanged", f"{calls} counted exactly: the same {_exact(cur, unit)} a step; no test ran, "
+                         "no alpha spent", detectable_pct=0.0)
+    return Judgement("regression", f"{calls} counted exactly: {_exact(cur, unit)} a step against "
+                     f"{_exact(base, unit)}; any change in the {calls} a step makes is a regression, fewer or more (a "
                      "skipped synchronisation or an added one), whatever the threshold; no test ran, no alpha spent",
                      None, 0.0)
 

@@ -94,7 +94,7 @@ def test_an_added_collective_is_a_regression_counted_exactly(verdicts: dict[str,
     calls = verdicts["test_calls"]["collective_calls_per_step"]
     assert calls["kind"] == "regression", calls
     assert (calls["baseline_median"], calls["current_median"]) == (1.0, 2.0)
-    assert "any change in the calls a step makes is a regression" in str(calls["message"])
+    assert "any change in the collective calls a step makes is a regression" in str(calls["message"])
     # negative control: the same 64 floats were sent, so the bytes read the same, exactly
     assert verdicts["test_calls"]["comm_bytes_per_step"]["kind"] == "unchanged"
 

@@ -1,0 +1,106 @@
+"""A step's exact work counters: collective calls by kind, bytes and FLOPs, agreed across ranks.
+
+The collective counter (:mod:`.comm`) records calls per operation name; :data:`KINDS` is every name it can
+record (the ``torch.distributed`` collectives, the functional ones, DDP's counted buckets) plus ``other`` for
+a name another library's backend issues, so every rank sends its counts in one vector of the same width. A
+kind is recorded as a figure only where a step calls it (``collective_calls_per_step.all_reduce``); the gates
+read a kind a side does not record as zero calls of it (``gates/figures.py``).
+
+Ranks are expected to count alike. :func:`agree` takes each counter's max over ranks (FLOPs: the sum), and
+where ranks differ it says so, naming each rank's count: a parameter server's rank 0 receives what the others
+send, and a rank that makes a call its peers do not is worth seeing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from pytest_dmlbench.measure.comm import DDP_BUCKET_OP, FUNCTIONAL_PAYLOAD, PAYLOAD, RECORDED_AS, CommCounter
+from pytest_dmlbench.results import CALLS_TOTAL, calls_metric
+
+OTHER = "other"
+KINDS: tuple[str, ...] = (*sorted({RECORDED_AS.get(op, op) for op in PAYLOAD}
+                                  | {op.removesuffix("_autograd") for op in FUNCTIONAL_PAYLOAD} | {DDP_BUCKET_OP}),
+                          OTHER)
+BYTES = "comm_bytes_per_step"
+FLOPS = "flops_per_step"
+
+
+def kind_counts(counter: CommCounter) -> list[float]:
+    """The calls ``counter`` recorded, per kind of :data:`KINDS` (a name outside them counts as ``other``)."""
+    counts = dict.fromkeys(KINDS, 0.0)
+    for op, stats in dict(counter.ops).items():
+        counts[op if op in counts else OTHER] += stats.calls
+    return [counts[kind] for kind in KINDS]
+
+
+def step_counters(counter: CommCounter, per: int = 1, flops: float | None = None) -> dict[str, float]:
+    """This rank's counters of one step from ``counter`` (which saw ``per`` steps): the calls in total, the bytes,
+    the calls of every kind of :data:`KINDS` (zeros included, so every rank's keys are the same) and ``flops``."""
+    counts = [calls / per for calls in kind_counts(counter)]
+    values = {CALLS_TOTAL: sum(counts), BYTES: counter.bytes / per,
+              **{calls_metric(kind): n for kind, n in zip(KINDS, counts, strict=True)}}
+    if flops is not None:
+        values[FLOPS] = flops
+    return values
+
+
+def called_kinds(values: Mapping[str, float]) -> dict[str, float]:
+    """``values`` without the kinds no rank called (a kind is a figure only where a step calls it)."""
+    return {name: value for name, value in values.items()
+            if value != 0.0 or name in (CALLS_TOTAL, BYTES, FLOPS)}
+
+
+class Exchange(Protocol):
+    """What :func:`agree` needs of :class:`~pytest_dmlbench.measure.rounds.RankSync`."""
+
+    world_size: int
+
+    def max(self, values: Sequence[float]) -> list[float]: ...
+
+    def each(self, values: Sequence[float]) -> list[list[float]]: ...
+
+
+def agree(local: Mapping[str, float], sync: Exchange, summed: Sequence[str] = (FLOPS,)
+          ) -> tuple[dict[str, float], str | None]:
+    """Each counter of ``local`` (the same keys, in the same order, on every rank) as the max over ranks, those
+    named in ``summed`` as the sum; and, where ranks counted differently, a note naming each rank's count."""
+    names = list(local)
+    mine = [float(local[name]) for name in names]
+    both = sync.max([*mine, *(-v for v in mine)])
+    high, low = both[:len(names)], [-v for v in both[len(names):]]
+    differing = [i for i, (h, lo) in enumerate(zip(high, low, strict=True)) if h != lo]
+    per_rank = sync.each([mine[i] for i in differing]) if differing else []
+    agreed = {}
+    for i, name in enumerate(names):
+        if name not in summed:
+            agreed[name] = high[i]
+        elif i in differing:
+            agreed[name] = sum(rank[differing.index(i)] for rank in per_rank)
+        else:
+            agreed[name] = high[i] * sync.world_size
+    if not differing:
+        return agreed, None
+    parts = [f"{names[i]}: {_by_rank([rank[j] for rank in per_rank])}" for j, i in enumerate(differing)]
+    return agreed, ("work counters differ between ranks (each is recorded as the max over ranks, FLOPs as the sum): "
+                    + "; ".join(parts))
+
+
+def _by_rank(values: Sequence[float]) -> str:
+    """``2 on rank 0, 1 on ranks 1-3``: each count with the ranks that read it."""
+    groups: dict[float, list[int]] = {}
+    for rank, value in enumerate(values):
+        groups.setdefault(value, []).append(rank)
+    return ", ".join(f"{value:g} on {_ranks(ranks)}" for value, ranks in groups.items())
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    text = ", ".join(f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+    return f"rank{'s' if len(ranks) > 1 else ''} {text}"
