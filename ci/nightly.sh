@@ -17,16 +17,16 @@
 #                       release tag v*) instead of the last green night (nightly_ref.sh; weekly in the workflow).
 #   DMLBENCH_HISTORY    the nightly history folder (default dmlbench-history; the workflow keeps it in its cache).
 #   DMLBENCH_THRESHOLD  percent, default 10. 5 catches 10 % slowdowns far more often, but an A/A night at 5 % was
-#                       red on a 12 % offset one night's two worlds had for one case (ci/README.md, night 11);
+#                       red on a 12 % offset one night's two worlds had for one case (docs/evidence/run-logs.md, night 11);
 #                       DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
 #   DMLBENCH_FUTILITY   on (default): a case's first stage ends once no unclear figure could settle by the cap
 #                       (--dmlbench-futility); off: pairs to the cap or budget. Since a figure is unchanged only when
 #                       proven, the stop leaves what it ends unsettled: replayed, it saved 7.8 min of a night's pairs
 #                       and left 80 figures unsettled against 39, catching a 10 % slowdown about half as often; but a
-#                       live night without it took over 60 minutes (ci/README.md, 2026-11-28), so it stays on.
+#                       live night without it took over 60 minutes (docs/evidence/run-logs.md, 2026-11-28), so it stays on.
 #   DMLBENCH_RANK_ALLOCATOR  tcmalloc (default): both block servers' ranks preload tcmalloc
 #                       (--dmlbench-rank-allocator), so a large tensor's memory is reused alike in every world;
-#                       with glibc's own a 16 MB all-gather's speed was drawn per world (ci/README.md, night 11).
+#                       with glibc's own a 16 MB all-gather's speed was drawn per world (docs/evidence/run-logs.md, night 11).
 #                       system: the C library's allocator.
 #   DMLBENCH_DRIFT_THRESHOLD  percent, default 10: the step detector's threshold over the history.
 #   DMLBENCH_FAIL_ON_INCONCLUSIVE  untestable (default): a case with a figure no test could judge fails;

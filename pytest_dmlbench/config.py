@@ -26,9 +26,11 @@ InconclusiveScope = Literal["none", "untestable", "all"]
 """Which inconclusive verdicts fail an item: none; the untestable ones, no test could run
 (``--dmlbench-fail-on-untestable``); or all, the unsettled ones too, a test ran and could not settle the
 threshold (``--dmlbench-fail-on-inconclusive``)."""
-DEFAULT_CANARY = "off"  # the paired gate's canary adjustment (gates/paired/canary_adjustment.py); see ci/README.md
-DEFAULT_FUTILITY = "off"  # the paired gate's futility stop (gates/paired/statistics.py could_clear); see ci/README.md
-DEFAULT_STRICT = "off"  # simulated ranks' strict mode; why off: docs/how-to/strict-mode.md (ci/strict_cost.py)
+# the paired gate's canary adjustment (gates/paired/canary_adjustment.py); measured in docs/evidence/run-logs.md
+DEFAULT_CANARY = "off"
+# the paired gate's futility stop (gates/paired/statistics.py could_clear); measured in docs/evidence/run-logs.md
+DEFAULT_FUTILITY = "off"
+DEFAULT_STRICT = "off"  # simulated ranks' strict mode; why off: docs/how-to/strict-mode.md (studies/strict_cost.py)
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0

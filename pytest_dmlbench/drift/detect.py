@@ -37,7 +37,8 @@ class DriftSettings:
     ``penalty``: the cost of one more step, in units of the noise (times the log of the series' length);
     ``z``: standard errors a step's size must exceed; ``min_nights``: shorter series are not judged;
     ``min_segment``: nights a level must hold (3: one or two odd nights are never a step; a new level is
-    seen on its third night). The defaults were chosen by replay (``ci/replay_drift.py``, ``ci/README.md``)."""
+    seen on its third night). The defaults were chosen by replay (``studies/replay_drift.py``,
+    ``docs/evidence/run-logs.md``)."""
 
     threshold_pct: float = 10.0
     noise_floor: float = 0.02

@@ -4,7 +4,7 @@ Each case of a night goes through the same :class:`~pytest_dmlbench.gates.paired
 runs (first stage, confirmation at the run-level share of alpha, verdicts), its pairs served by
 :func:`~pytest_dmlbench.gates.paired.recorded.recorded_source` (resampled, with an injected slowdown where
 asked). Time is replayed too: each pair costs the case's recorded seconds per pair, on one clock for the
-night. ``ci/replay_nights.py`` measures the gate's error rates this way.
+night. ``studies/replay_nights.py`` measures the gate's error rates this way.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class RunLevelRule:
     two_stage: bool = False
     """Count the first stage's level too: confirm at ``run_alpha / (m * alpha_1)``, since a figure fails only
     when both stages flag it and, were their pairs independent, the chance of that is the product. The gate does
-    not use it: replayed nights read 4.3 % red with it (``ci/replay_nights.py --two-stage``), for a world's
+    not use it: replayed nights read 4.3 % red with it (``studies/replay_nights.py --two-stage``), for a world's
     offset is shared by both stages' pairs."""
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """Column-chunked evaluation of per-coordinate rules on a thread pool, and a fast column sort.
 
 PyTorch's CPU sort and selection kernels along dim 0 of an ``(n, d)`` tensor run on one thread and are
-several times slower than numpy's SIMD sort (measured by ``ci/bench_aggregators.py``). Rules therefore
+several times slower than numpy's SIMD sort (measured by ``studies/bench_aggregators.py``). Rules therefore
 sort cache-sized column chunks with numpy (which releases the GIL) on ``torch.get_num_threads()``
 threads. Each chunk is independent, so the result does not depend on the number of threads.
 """

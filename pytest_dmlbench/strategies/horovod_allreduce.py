@@ -9,7 +9,7 @@ under ``horovodrun`` with the plugin's external-launcher mode). Each gradient go
 Run once, on 2026-11-24 at commit 31bde35, not by CI (Horovod is not in the test extra; the launched mode
 has changed since, unrun under ``horovodrun``): Horovod 0.28.1, its last release,
 does not build as released against torch >= 2.1 (C++14; and with a CUDA torch wheel and ``nvcc`` on the
-PATH it asks for a CUDA toolkit even for a CPU build). Built with ``ci/horovod-0.28.1-cpu-torch2.patch``
+PATH it asks for a CUDA toolkit even for a CPU build). Built with ``docs/how-to/horovod-0.28.1-cpu-torch2.patch``
 against torch 2.3.1, ``bench_cases/test_horovod.py`` passed under ``horovodrun``
 (``docs/how-to/torchrun-and-ray.md``, "Horovod"). Without Horovod, building the strategy raises a
 :class:`ConfigError` with the install steps.
@@ -27,7 +27,7 @@ from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.measure import comm
 from pytest_dmlbench.strategies.base import LossFn, Strategy, register
 
-INSTALL_HINT = ("build Horovod 0.28.1 from its sdist with ci/horovod-0.28.1-cpu-torch2.patch applied, then "
+INSTALL_HINT = ("build Horovod 0.28.1 from its sdist with docs/how-to/horovod-0.28.1-cpu-torch2.patch applied, then "
                 "HOROVOD_WITH_GLOO=1 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_MPI=1 pip install --no-build-isolation . "
                 "(docs/how-to/torchrun-and-ray.md, section Horovod, gives the steps; only that build has been run)")
 

@@ -159,9 +159,10 @@ def test_the_nightly_fails_untestable_figures_by_default_and_takes_the_scope_fro
 
     default = args("default")
     assert "--dmlbench-fail-on-untestable" in default and "--dmlbench-fail-on-inconclusive" not in default
-    # the night's measured setting (ci/README.md, 2026-11-28): 10 %, with the futility stop (within 60 minutes)
+    # the night's measured setting (docs/evidence/run-logs.md, 2026-11-28): 10 %, with the futility stop
+    # (within 60 minutes)
     assert "--dmlbench-threshold 10 --dmlbench-futility on" in default, default
-    assert "--dmlbench-rank-allocator tcmalloc" in default, default  # ci/README.md, "A caching allocator"
+    assert "--dmlbench-rank-allocator tcmalloc" in default, default  # docs/evidence/run-logs.md, "A caching allocator"
     assert "--dmlbench-rank-allocator system" in args("glibc", DMLBENCH_RANK_ALLOCATOR="system")
     assert "--dmlbench-threshold 5 --dmlbench-futility off" in args("low", DMLBENCH_THRESHOLD="5",
                                                                    DMLBENCH_FUTILITY="off")

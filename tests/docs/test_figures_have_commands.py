@@ -1,13 +1,13 @@
-"""Every measured figure the README, docs/ and ci/README.md quote names the command in the repository that
-measured it, and that command exists and its options parse.
+"""Every measured figure the README, docs/, ci/README.md and studies/README.md quote names the command in the
+repository that measured it, and that command exists and its options parse.
 
 The rule writers follow: **a measured figure is dated, and its paragraph names its command.** A paragraph, a
 list item or a table row that carries a date (``2026-11-25``; dates inside backticks, such as a recording's
-file name, do not count) names in backticks the command that printed its figures: ``python ci/<script>.py
-...``, ``python -m pytest_dmlbench ...``, ``pytest ...`` (or ``python -m pytest ...``) or ``bash ci/<script>.sh
-...``; environment variables, ``/usr/bin/time`` and a launcher (``torchrun``, ``horovodrun``) before it are
-allowed, and a script of ``ci/`` named alone
-(```ci/nightly.sh```) is its own command. A table row whose command cell says
+file name, do not count) names in backticks the command that printed its figures: ``python -m studies.<name>
+...`` (a study), ``python ci/<script>.py ...``, ``python -m pytest_dmlbench ...``, ``pytest ...`` (or ``python -m
+pytest ...``) or ``bash ci/<script>.sh ...``; environment variables, ``/usr/bin/time`` and a launcher
+(``torchrun``, ``horovodrun``) before it are allowed, and a script of ``ci/`` named alone (```ci/nightly.sh```)
+is its own command, and so is a study's file (```studies/replay_nights.py```). A table row whose command cell says
 ``same`` takes the command of the row above. A table takes the command named in the paragraph just before it,
 and a paragraph the command of a code block right before or after it (``    pytest ...``, one a line).
 Every command named this way anywhere in these files must exist (the script, the subcommand, the test files it
@@ -28,11 +28,12 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", ROOT / "ci" / "README.md",
+PAGES = [ROOT / "README.md", ROOT / "ci" / "README.md", ROOT / "studies" / "README.md",
          *sorted(p for p in (ROOT / "docs").rglob("*.md") if p.name != "changelog.md")]
 DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 CODE = re.compile(r"`([^`]+)`")  # a command may wrap onto the next line
 SCRIPT = re.compile(r"^ci/[\w-]+\.(?:py|sh)$")  # a script of ci/ named alone is its command
+STUDY = re.compile(r"^studies/(\w+)\.py$")  # so is a study's file: `python -m studies.<name>`
 OPTION = re.compile(r"(?<![\w=-])(--[a-z][a-z0-9-]*|-[a-zA-Z])\b")
 PROGRAMS = ("python", "python3", "pytest", "bash")
 LAUNCHERS = ("horovodrun", "torchrun")
@@ -97,6 +98,9 @@ def commands(text: str) -> list[str]:
         if SCRIPT.match(code):
             found.append(("bash " if code.endswith(".sh") else "python ") + code)
             continue
+        if study := STUDY.match(code):
+            found.append(f"python -m studies.{study[1]}")
+            continue
         try:
             words = shlex.split(code)
         except ValueError:
@@ -109,7 +113,9 @@ def commands(text: str) -> list[str]:
             continue
         if words[0] in ("python", "python3") and not (words[1:2] and (words[1].endswith(".py")
                                                                      or words[1:3] in (["-m", "pytest"],
-                                                                                       ["-m", "pytest_dmlbench"]))):
+                                                                                       ["-m", "pytest_dmlbench"])
+                                                                     or (words[1] == "-m" and words[2:3]
+                                                                         and words[2].startswith("studies.")))):
             continue
         if words[0] == "bash" and not words[1:2]:
             continue
@@ -186,6 +192,11 @@ def command_problems(command: str) -> list[str]:
     """Why ``command`` does not exist or its options do not parse (nothing when it does and they do)."""
     words = command.split()
     options = OPTION.findall(command)
+    if words[0].startswith("python") and words[1:2] == ["-m"] and words[2].startswith("studies."):
+        if words[2].startswith("studies.<"):  # a placeholder: `python -m studies.<name> --help`
+            return []
+        words = [words[0], words[2].replace(".", "/") + ".py", *words[3:]]  # a study is its module's file
+        options = OPTION.findall(" ".join(words[2:]))
     if words[0] == "bash" or (words[0].startswith("python") and words[1].endswith(".py")):
         script = ROOT / words[1]
         if not script.is_file():
@@ -200,7 +211,7 @@ def command_problems(command: str) -> list[str]:
     problems += [f"{command}: pytest has no option {option}" for option in options if not pytest_knows(option)]
     for arg in args:
         path = arg.split("::", 1)[0]
-        if path.startswith(("bench_cases/", "tests/", "ci/")) and not (ROOT / path).exists():
+        if path.startswith(("bench_cases/", "tests/", "ci/", "studies/")) and not (ROOT / path).exists():
             problems.append(f"{command}: {path} is not in the repository")
     return problems
 
@@ -245,7 +256,9 @@ def test_every_command_the_pages_name_exists_and_its_options_parse() -> None:
 
 @pytest.mark.parametrize(("text", "found"), [
     ("On 2026-11-25 the step took 1.7x longer.\n", 1),  # a figure added without a command
-    ("On 2026-11-25 the step took 1.7x longer (`python ci/profiler_cost.py`).\n", 0),
+    ("On 2026-11-25 the step took 1.7x longer (`python -m studies.profiler_cost`).\n", 0),
+    ("On 2026-11-25 the step took 1.7x longer (`python -m studies`).\n", 1),  # a package, not a study
+    ("On 2026-11-25 the step took 1.7x longer (`studies/profiler_cost.py`).\n", 0),
     ("| target | 2.2 ms | 2026-11-22 | `pytest --dmlbench bench_cases/test_harness.py -s` |\n"
      "| restart | 75 ms | 2026-11-22 | same |\n", 0),
     ("| target | 2.2 ms | 2026-11-22 | none |\n", 1),
@@ -259,8 +272,10 @@ def test_negative_control_a_dated_figure_without_a_command_is_found(tmp_path: Pa
 
 @pytest.mark.parametrize(("command", "problem"), [
     ("python ci/no_such_script.py", "python ci/no_such_script.py: ci/no_such_script.py is not in the repository"),
-    ("python ci/profiler_cost.py --stepz 5", "python ci/profiler_cost.py --stepz 5: ci/profiler_cost.py has no "
-                                              "option --stepz"),
+    ("python -m studies.no_such_study", "python -m studies.no_such_study: studies/no_such_study.py is not in the "
+                                        "repository"),
+    ("python -m studies.profiler_cost --stepz 5", "python -m studies.profiler_cost --stepz 5: "
+                                                  "studies/profiler_cost.py has no option --stepz"),
     ("pytest --dmlbench --dmlbench-treshold 5", "pytest --dmlbench --dmlbench-treshold 5: pytest has no option "
                                                 "--dmlbench-treshold"),
     ("pytest --dmlbench bench_cases/test_nothing.py", "pytest --dmlbench bench_cases/test_nothing.py: "

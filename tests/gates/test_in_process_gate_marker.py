@@ -54,7 +54,7 @@ def test_the_marker_s_threshold_applies_to_in_process_figures(tmp_path: Path) ->
     assert [len(stage["a_first"]) for stage in stages] == paired["pairs_per_stage"]
     assert len(stages[0]["a"]["dispatch_overhead_s"]) == len(stages[0]["b"]["dispatch_overhead_s"]) == len(
         stages[0]["a_first"])
-    # and the canary read beside every block of either side (ci/canary_noise.py re-estimates with it)
+    # and the canary read beside every block of either side (studies/canary_noise.py re-estimates with it)
     canary = stages[0]["canary"]
     assert len(canary["a"]) == len(canary["b"]) == len(stages[0]["a_first"])
     assert all(0.0 < reading < 1.0 for reading in canary["a"] + canary["b"]), canary

@@ -245,7 +245,7 @@ def test_a_confirmation_gets_pairs_of_its_own_after_a_first_stage_spent_the_budg
 
 
 GOLDEN = Path(__file__).parent / "data" / "replay_night6_golden.json.gz"
-NIGHT6 = Path(__file__).resolve().parents[2] / "ci" / "recordings" / "night6-aa-ws4-2026-11-27.json.gz"
+NIGHT6 = Path(__file__).resolve().parents[2] / "studies" / "recordings" / "night6-aa-ws4-2026-11-27.json.gz"
 
 
 def _replayed_night6(futility: bool, canary: bool, slowdown: float) -> dict[str, Any]:

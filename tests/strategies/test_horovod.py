@@ -24,4 +24,4 @@ def test_without_horovod_the_error_says_how_to_install_it(monkeypatch: pytest.Mo
     with pytest.raises(ConfigError, match="needs Horovod, which is not installed") as info:
         build("horovod", nn.Linear(2, 2), lr=0.1)
     assert INSTALL_HINT in str(info.value)
-    assert "ci/horovod-0.28.1-cpu-torch2.patch" in str(info.value)
+    assert "docs/how-to/horovod-0.28.1-cpu-torch2.patch" in str(info.value)

@@ -28,7 +28,7 @@ from pytest_dmlbench.results.stats import median
 WORLD_OFFSET_PCT = 31.2
 """The largest A/A offset of ``peak_rss_mb`` between the two sides' kept worlds in the recorded nights, either way
 on the log scale (a peak 31.2 % above, or one 1/1.312 of, the other): 1,198 readings of 8 whole-suite A/A
-nights at world size 4 (``python ci/memory_world_offset.py`` prints them; night 13, the first with tcmalloc
+nights at world size 4 (``python -m studies.memory_world_offset`` prints them; night 13, the first with tcmalloc
 and this rule, read at most 5.6 %). On kept worlds a peak's change stands only beyond it; the tail is long
 (the 95th percentile of a night is 0.2-1.5 %), so an offset beyond it stays possible, and redrawn worlds are
 the test that measures the offset instead of bounding it."""

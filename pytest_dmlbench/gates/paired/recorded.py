@@ -69,7 +69,7 @@ def _pairs_of(stages: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list
 def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
                   run_threshold_pct: float | None = None) -> dict[str, RecordedCase]:
     """Every case with recorded block pairs in the results files ``paths`` (paired runs; ``.gz`` ones are read
-    through gzip, as the recordings kept in ``ci/recordings/`` are), pooled by node id.
+    through gzip, as the recordings kept in ``studies/recordings/`` are), pooled by node id.
     ``run_threshold_pct`` replays under another run threshold (``--dmlbench-threshold``) than each file's own;
     a case's marker threshold stays. ValueError names a file that is not a paired run's results."""
     cases: dict[str, RecordedCase] = {}

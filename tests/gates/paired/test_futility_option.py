@@ -13,7 +13,7 @@ from tests.conftest import run_pytest, write_files
 
 def test_a_futility_mode_is_on_or_off_and_anything_else_names_the_choices() -> None:
     assert parse_futility(" On ") is True and parse_futility("off") is False
-    assert DEFAULT_FUTILITY == "off"  # the measured default: see ci/README.md
+    assert DEFAULT_FUTILITY == "off"  # the measured default: see docs/evidence/run-logs.md
     with pytest.raises(ConfigError, match=re.escape("--dmlbench-futility: 'soon' is not a futility mode; choose "
                                                     "one of on, off")):
         parse_futility("soon")
