@@ -49,13 +49,19 @@ def main(argv: list[str] | None = None) -> None:
             for nodeid, median in run_once(args.cases, args.world_size, Path(folder) / f"run{i}.json").items():
                 medians.setdefault(nodeid, []).append(median)
             print(f"run {i + 1}/{args.repeats} done", file=sys.stderr)
-    rows = []
+    print(tabulate(spread_rows(medians), headers=["case", "runs", "median ms", "min ms", "max ms", "CV of medians"]))
+
+
+def spread_rows(medians: dict[str, list[float]]) -> list[list[object]]:
+    """Per case (by name, its node id's last part): runs, median, min and max of its medians in ms, and their
+    coefficient of variation."""
+    rows: list[list[object]] = []
     for nodeid, values in sorted(medians.items()):
         mean = statistics.fmean(values)
         cv = statistics.stdev(values) / mean if len(values) > 1 and mean else float("nan")
         rows.append([nodeid.split("::")[-1], len(values), f"{statistics.median(values) * 1e3:.2f}",
                      f"{min(values) * 1e3:.2f}", f"{max(values) * 1e3:.2f}", f"{100 * cv:.1f}%"])
-    print(tabulate(rows, headers=["case", "runs", "median ms", "min ms", "max ms", "CV of medians"]))
+    return rows
 
 
 if __name__ == "__main__":

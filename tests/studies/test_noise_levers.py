@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from studies import noise_levers
 from studies.noise_levers import stage_noise
+from tests.studies.running import run_study
 
 
 def _document(order_effect: float, pairs: int = 16) -> dict[str, Any]:
@@ -47,3 +51,28 @@ def test_short_stages_have_no_adjusted_figures_and_unusable_ones_are_left_out() 
     stage = short["cases"][0]["extra"]["paired"]["block_medians"][0]
     stage["a"]["step_time_s"][0] = 0.0  # no ratio for that pair
     assert stage_noise(short) == []
+
+
+def test_a_saved_run_is_summarized_per_setting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stages = [{"pairs": 8, "plain": 4.0, "pair_s": 0.25, "canary": 3.0, "order": 4.0},
+              {"pairs": 4, "plain": 6.0, "pair_s": 0.25}]
+    saved = tmp_path / "levers.json"
+    saved.write_text(json.dumps({"world_sizes": {"4": [{"setting": "pinned", "stages": stages}, {"pinned": False,
+                                                                                            "stages": stages[:1]}]}}))
+    done = run_study(noise_levers.main, capsys, "--summarize", str(saved))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "world size 4, base: 1 sessions, 1 stages, per-pair noise median 4.00 %, 0.25 s a pair, noise per second of "
+        "pairs 2.00; 1 stages of 8+ pairs: plain 4.00 %, canary-adjusted 3.00 %, order-adjusted 4.00 %",
+        "world size 4, pinned: 1 sessions, 2 stages, per-pair noise median 5.00 %, 0.25 s a pair, noise per second "
+        "of pairs 2.50; 1 stages of 8+ pairs: plain 4.00 %, canary-adjusted 3.00 %, order-adjusted 4.00 %"]
+
+
+@pytest.mark.slow
+def test_one_session_of_one_setting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "levers.json"
+    done = run_study(noise_levers.main, capsys, "--world-sizes", "2", "--settings", "base", "--iterations", "1",
+                     "--cases", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    [session] = json.loads(out.read_text())["world_sizes"]["2"]
+    assert session["setting"] == "base" and session["stages"], session

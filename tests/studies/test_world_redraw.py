@@ -1,6 +1,6 @@
 """studies/world_redraw.py's summary on results files written here: pairs are split into worlds where a pair ran on
 fresh ones, an offset each world draws is found between worlds, and noise alone gives none (the control that
-shows the estimate is not always large)."""
+shows the estimate is not always large). One live session (a clone of this repository, a collective) daily."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from studies import world_redraw
 from studies.world_redraw import case_worlds, summarize, world_spread, world_variance
+from tests.studies.running import run_study
 
 CASES, PAIRS, REDRAW, NOISE = 40, 24, 3, 0.03
 
@@ -21,7 +25,9 @@ def document(rng: random.Random, world_offset: float) -> dict[str, Any]:
     cases = []
     for k in range(CASES):
         fresh = [n > 0 and n % REDRAW == 0 for n in range(PAIRS)]
-        shift, a, b = 0.0, [], []
+        shift = 0.0
+        a: list[float] = []
+        b: list[float] = []
         for new in fresh:
             if new or not a:
                 shift = rng.gauss(0, world_offset)
@@ -77,3 +83,15 @@ def test_a_session_with_kept_worlds_gets_the_control_on_consecutive_pairs(tmp_pa
     assert len(lines) == 3 and "kept by one world" not in "".join(lines)
     assert lines[2].startswith("  control, consecutive pairs of one kept world in groups of 2 (40 cases): spread")
     assert float(lines[2].split("spread ")[1].split(" %")[0]) < 1.5
+
+
+@pytest.mark.slow
+def test_one_live_session_with_kept_worlds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A clone of this repository's HEAD with a comment-only commit, one A/A session of one collective."""
+    done = run_study(world_redraw.main, capsys, "--select",
+                     "bench_cases/test_collectives.py::test_collective_bandwidth[all_reduce-4KB]", "--settings", "0",
+                     "--threshold", "50", "--pair-budget", "3", "--out-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    session = json.loads((tmp_path / "session0-redraw0.json").read_text())
+    assert session["session_note"]["redraw"] == 0 and session["session_note"]["exit"] == 0
+    assert done.stdout.splitlines()[0].startswith("session 0: redraw 0, ")
