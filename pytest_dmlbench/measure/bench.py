@@ -80,7 +80,8 @@ class RankBench:
                  min_time_s: float | None = None, samples_per_call: int | None = None) -> Result:
         """Like ``__call__`` with explicit control: fixed ``rounds`` (or adaptive until ``min_time_s``),
         ``warmup`` rounds, ``iterations`` calls per round; ``samples_per_call`` (global samples one call
-        processes) adds ``throughput_samples_per_s``."""
+        processes) adds ``throughput_samples_per_s``. The first warm-up round is counted, not timed: one call's
+        collective calls (in total and by kind), bytes and FLOPs (none recorded with ``warmup=0``)."""
         from pytest_dmlbench.measure.runner import time_callable
 
         if self.block is not None:  # a paired block may time several calls per round to keep rounds >= ~10 ms

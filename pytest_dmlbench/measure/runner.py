@@ -21,7 +21,7 @@ from pytest_dmlbench.measure.comm import CommCounter, instrument_collectives
 from pytest_dmlbench.measure.cpu_time import CpuReader
 from pytest_dmlbench.measure.flops import FlopCount
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
-from pytest_dmlbench.measure.work_counts import FLOPS, KINDS, agree, kind_counts, step_counters
+from pytest_dmlbench.measure.work_counts import FLOPS, KINDS, WorkCount, agree, called_kinds, kind_counts, step_counters
 from pytest_dmlbench.results import MetricResult, calls_metric
 from pytest_dmlbench.results.stats import median
 
@@ -48,11 +48,13 @@ class TimedCall:
     iterations: int
     cpu_samples: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    counters: dict[str, float] = field(default_factory=dict)  # one call's work counters, agreed over ranks
 
     def metrics(self) -> dict[str, MetricResult]:
         metrics = {"step_time_s": MetricResult.of("step_time_s", self.samples)}
         if self.cpu_samples:
             metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", self.cpu_samples)
+        metrics.update({name: MetricResult.of(name, [value]) for name, value in called_kinds(self.counters).items()})
         return metrics
 
 
@@ -69,7 +71,10 @@ def time_callable(
     """Time ``fn(*args, **kwargs)`` in rank-agreed rounds on every rank of ``group``.
 
     Each round calls ``fn`` ``iterations`` times back to back (for callables too short to time singly)
-    and records the elapsed time divided by ``iterations``. Every rank must call this with the same plan.
+    and records the elapsed time divided by ``iterations``. The first warm-up round is not timed but counted
+    (:class:`~pytest_dmlbench.measure.work_counts.WorkCount`): one call's collective calls in total and by kind,
+    bytes (max over ranks) and FLOPs (summed over ranks); the timed rounds run uninstrumented. Every rank must
+    call this with the same plan.
     """
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
@@ -78,19 +83,29 @@ def time_callable(
     sync_device = _synchronizer(device)
     last: list[Any] = [None]
     cpu = CpuReader.for_rank()
+    sync = RankSync(group)
+    work = WorkCount(enabled=plan.warmup > 0)
 
-    def body() -> tuple[float, float]:
-        start, cpu_start = now(), cpu.read()
+    def calls() -> None:
         for _ in range(iterations):
             last[0] = fn(*args, **kwargs)
         if sync_device is not None:
             sync_device()
+
+    def body() -> tuple[float, float]:
+        if work.pending:  # the first warm-up round: counted, never timed
+            work.count(calls, iterations)
+            return 0.0, 0.0
+        start, cpu_start = now(), cpu.read()
+        calls()
         return (now() - start) / iterations, (cpu.read() - cpu_start) / iterations
 
-    rows = run_rounds(body, plan, width=2, sync=RankSync(group), summed=1)
+    rows = run_rounds(body, plan, width=2, sync=sync, summed=1)
+    notes = [cpu.missing] if cpu.missing else []
+    counters, differ = work.agreed(sync)
+    notes += [note for note in (differ, work.missing_note()) if note is not None]
     return TimedCall(samples=[row[0] for row in rows], result=last[0], iterations=iterations,
-                     cpu_samples=[row[1] for row in rows] if cpu.readable else [],
-                     notes=[cpu.missing] if cpu.missing else [])
+                     cpu_samples=[row[1] for row in rows] if cpu.readable else [], notes=notes, counters=counters)
 
 
 class Steppable(Protocol):

@@ -9,14 +9,26 @@ read a kind a side does not record as zero calls of it (``gates/figures.py``).
 Ranks are expected to count alike. :func:`agree` takes each counter's max over ranks (FLOPs: the sum), and
 where ranks differ it says so, naming each rank's count: a parameter server's rank 0 receives what the others
 send, and a rank that makes a call its peers do not is worth seeing.
+
+``dmlbench(fn)`` counts in its first warm-up round (:class:`WorkCount`): that round runs ``fn`` instrumented and
+under torch's flop counter, untimed, and the timed rounds run with neither installed, so counting costs them
+nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from pytest_dmlbench.measure.comm import DDP_BUCKET_OP, FUNCTIONAL_PAYLOAD, PAYLOAD, RECORDED_AS, CommCounter
+from pytest_dmlbench.measure.comm import (
+    DDP_BUCKET_OP,
+    FUNCTIONAL_PAYLOAD,
+    PAYLOAD,
+    RECORDED_AS,
+    CommCounter,
+    instrument_collectives,
+)
+from pytest_dmlbench.measure.flops import FlopCount
 from pytest_dmlbench.results import CALLS_TOTAL, calls_metric
 
 OTHER = "other"
@@ -104,3 +116,36 @@ def _ranks(ranks: Sequence[int]) -> str:
             runs.append([rank])
     text = ", ".join(f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
     return f"rank{'s' if len(ranks) > 1 else ''} {text}"
+
+
+class WorkCount:
+    """One call's work counters on this rank (calls by kind, bytes, FLOPs), counted once, in the first warm-up
+    round of a measurement, so that no timed round runs instrumented (``enabled`` only where there is one)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.local: dict[str, float] | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether the next round is the one to count."""
+        return self.enabled and self.local is None
+
+    def count(self, run: Callable[[], None], calls: int) -> None:
+        """Run ``run`` (``calls`` calls of the measured function) counting its collectives and FLOPs."""
+        counter = CommCounter()
+        flops = FlopCount(enabled=True)
+        with instrument_collectives(counter), flops.counting():
+            run()
+        self.local = step_counters(counter, calls, flops.value / calls)
+
+    def agreed(self, sync: Exchange) -> tuple[dict[str, float], str | None]:
+        """The counters agreed over ranks, and the note naming each rank's count where ranks differ (every rank
+        calls this: it exchanges)."""
+        return agree(self.local, sync) if self.local is not None else ({}, None)
+
+    def missing_note(self) -> str | None:
+        if self.enabled:
+            return None
+        return ("collective calls, comm_bytes_per_step and flops_per_step are counted in the first warm-up round, and "
+                "this measurement had none (warmup=0): not recorded")

@@ -362,7 +362,8 @@ def test_new_cases_and_no_compare(saved: Path, tmp_path: Path) -> None:
     project = copy_of_a(saved, tmp_path)  # case a saved SAVES times, case b never
     result = run_pytest(project, "--dmlbench")
     assert result.returncode == 0, result.output
-    result.lines.fnmatch_lines(["verdicts on 6 figure(s) of * case(s): 3 new, 3 unchanged"])
+    # per case: step time, throughput, peak memory, and one call's collective calls, bytes and FLOPs
+    result.lines.fnmatch_lines(["verdicts on 12 figure(s) of * case(s): 6 new, 6 unchanged"])
     off = run_pytest(project, "--dmlbench", "--dmlbench-no-compare", SLOWDOWN="2")
     assert off.returncode == 0, off.output
     assert "regress" not in off.output.lower()

@@ -1,5 +1,5 @@
-"""Exact work counters of a training step: FLOPs from torch's flop counter, collective calls (in total and by
-kind) from the counter, agreed across ranks."""
+"""Exact work counters of a training step and of a timed callable: FLOPs from torch's flop counter, collective
+calls (in total and by kind) from the counter, agreed across ranks; a callable's counted in an untimed round."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from pytest_dmlbench.measure.rounds import RoundPlan
-from pytest_dmlbench.measure.runner import benchmark_training
+from pytest_dmlbench.measure.runner import benchmark_training, time_callable
 from pytest_dmlbench.measure.work_counts import agree
 
 
@@ -124,3 +124,35 @@ def test_counters_unequal_across_ranks_are_reported_naming_the_ranks() -> None:
     assert note is not None and "differ between ranks" in note
     assert "collective_calls_per_step.recv: 3 on rank 0, 1 on ranks 1-3" in note
     assert "flops_per_step: 10 on rank 0, 20 on rank 1, 30 on rank 2, 40 on rank 3" in note
+
+
+def test_a_timed_callable_records_its_counters_counted_in_an_untimed_round_only(world1: None) -> None:
+    import torch.distributed as dist
+
+    instrumented: list[bool] = []  # per call of the function: whether the collectives were being counted
+
+    def call(all_reduces: int) -> None:
+        instrumented.append(hasattr(dist.all_reduce, "__dmlbench_original__"))
+        for _ in range(all_reduces):
+            dist.all_reduce(torch.ones(4))
+        dist.broadcast(torch.ones(4), src=0)
+        torch.ones(8, 8) @ torch.ones(8, 8)  # 2 * 8 * 8 * 8 = 1024 FLOPs
+
+    plan = RoundPlan(warmup=2, rounds=3)
+    one = time_callable(call, (1,), plan=plan, iterations=2).metrics()
+    # the first warm-up round's two calls were counted; the other warm-up round and the 3 timed rounds ran
+    # uninstrumented, so counting cost the timed rounds nothing
+    assert instrumented == [True] * 2 + [False] * 2 * 4
+    two = time_callable(call, (2,), plan=plan).metrics()
+    assert {name: m.samples for name, m in one.items() if name != "step_time_s" and name != "cpu_time_s"} == {
+        "collective_calls_per_step": [2.0], "collective_calls_per_step.all_reduce": [1.0],
+        "collective_calls_per_step.broadcast": [1.0], "comm_bytes_per_step": [0.0], "flops_per_step": [1024.0]}
+    assert two["collective_calls_per_step.all_reduce"].samples == [2.0]  # the added all_reduce, by its kind
+    assert two["collective_calls_per_step.broadcast"].samples == [1.0]  # negative control: unchanged kind
+    assert len(one["step_time_s"].samples) == 3
+
+
+def test_without_a_warm_up_round_a_timed_callable_counts_nothing_and_says_why() -> None:
+    timed = time_callable(lambda: None, plan=RoundPlan(warmup=0, rounds=2))
+    assert "collective_calls_per_step" not in timed.metrics()
+    assert any("first warm-up round" in note for note in timed.notes)
