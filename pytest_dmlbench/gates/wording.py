@@ -1,5 +1,9 @@
 """One wording for every verdict: decided first (numbers and kind), then worded here, for both gates.
 
+Each change and each proof of none names the kind of figure that read it and what that kind cannot see (``seen by
+CPU time, which misses waiting: ...``: :mod:`pytest_dmlbench.results.figures`), so a reader knows what a verdict can
+stand for.
+
 Sign convention, the same in the message, the table, the JSON, the job summary and the report: a change
 is stated as a magnitude and a word for its direction, never as a signed percentage a reader must decode.
 Times and rates say ``slower``/``faster``, sizes ``larger``/``smaller``, other figures ``worse``/``better``:
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 
 from pytest_dmlbench.config import InconclusiveScope
 from pytest_dmlbench.results import Direction, InconclusiveCause, PairedEvidence, Verdict, VerdictKind
+from pytest_dmlbench.results.figures import seen_by
 from pytest_dmlbench.results.units import format_quantity
 
 _LEADS: dict[str, str] = {
@@ -121,6 +126,8 @@ def word(decision: Decision) -> Verdict:
         message += f"; {threshold_text(d.threshold_pct, d.unit)}; {d.evidence}"
         if (d.kind == "unchanged" or cause == "unsettled") and d.detectable_pct is not None:
             message += f"; smallest change this test could detect: {detectable_text(d.detectable_pct, d.unit)}"
+        if d.kind in ("regression", "improvement", "unchanged") and (seen := seen_by(d.metric)):
+            message += f"; {'seen' if d.kind != 'unchanged' else 'read'} by {seen}"
     if d.remedy:
         message += f".\n{d.remedy}"
     ratio = None

@@ -7,6 +7,7 @@ import html
 from datetime import datetime
 
 from pytest_dmlbench.results import RunResults, Verdict
+from pytest_dmlbench.results.figures import labelled
 from pytest_dmlbench.results.settled import settled_text
 from pytest_dmlbench.results.table import inconclusive_counts, ordered_cases, verdict_counts
 
@@ -84,13 +85,13 @@ def banner(sources: list[str], run: RunResults) -> str:
 
 def _line(index: int, nodeid: str, v: Verdict) -> str:
     return (f'<li class="{v.kind}"><span class="kind">{html.escape(v.kind)}</span> '
-            f'<a href="#v{index}"><code>{html.escape(nodeid)}</code></a> {html.escape(v.metric)}'
+            f'<a href="#v{index}"><code>{html.escape(nodeid)}</code></a> {html.escape(labelled(v.metric))}'
             + (f": {html.escape(v.change)}" if v.change else "") + "</li>")
 
 
 def _message(index: int, nodeid: str, v: Verdict) -> str:
     return (f'<section class="verdict {v.kind}" id="v{index}"><h3>{html.escape(v.kind)}: '
-            f"<code>{html.escape(nodeid)}</code> {html.escape(v.metric)}</h3>"
+            f"<code>{html.escape(nodeid)}</code> {html.escape(labelled(v.metric))}</h3>"
             f'<div class="message">{html.escape(v.message)}</div></section>')
 
 

@@ -5,7 +5,7 @@ A verdict is decided by one figure, and each kind of figure is blind to somethin
 (the neighbours on a shared machine too), CPU time misses waiting, the exact work counters miss speed. The
 verdict message, the table and the report name the kind (:func:`seen_by`) so a reader knows what kind of
 change a verdict can and cannot stand for. Calls counted by kind are figures of their own, one per kind a
-step calls, named :func:`calls_metric` (``collective_calls_per_step.all_reduce``).
+step calls (``collective_calls_per_step.all_reduce``: :func:`pytest_dmlbench.results.calls_metric`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,14 @@ _MEMORY = frozenset({"peak_rss_mb", "peak_cuda_mb"})
 
 BLIND_SPOTS: dict[FigureKind, str] = {
     "wall time": "sees everything, the neighbours on a shared machine too",
-    "CPU time": "misses waiting: a slower peer, lost overlap, an added barrier or sleep, I/O",
-    "work counter": "exact, and misses speed: the same counted work done slower reads the same",
+    "CPU time": ("misses waiting: a slower peer, lost overlap, an added barrier or sleep, I/O (and on CUDA ranks it "
+                 "is the host's launch and synchronisation work, not the device's)"),
+    "work counter": "counts exactly and misses speed: the same counted work done slower reads the same",
     "memory peak": "sees memory, not time",
     "other": "",
 }
+_NAMED: dict[FigureKind, str] = {"wall time": "wall time", "CPU time": "CPU time", "work counter": "a work counter",
+                                 "memory peak": "a memory peak", "other": ""}
 
 
 def calls_named(name: str) -> str:
@@ -50,9 +53,15 @@ def figure_kind(name: str) -> FigureKind:
     return "other"
 
 
-def seen_by(name: str) -> str:
-    """``CPU time, which misses waiting: ...``: the kind of figure that decided a verdict and what it cannot see
-    (empty for a figure of no known kind, a user's own)."""
+def labelled(name: str) -> str:
+    """``cpu_time_s (CPU time)``: a figure's name with the kind of reading it is, as the table and the reports list
+    a verdict (the name alone for a figure of no known kind, a user's own)."""
     kind = figure_kind(name)
-    blind = BLIND_SPOTS[kind]
-    return f"{kind}, which {blind}" if blind else ""
+    return name if kind == "other" else f"{name} ({kind})"
+
+
+def seen_by(name: str) -> str:
+    """``CPU time, which misses waiting: ...``, ``a work counter, which ...``: the kind of figure that decided a
+    verdict and what it cannot see (empty for a figure of no known kind, a user's own)."""
+    kind = figure_kind(name)
+    return f"{_NAMED[kind]}, which {BLIND_SPOTS[kind]}" if kind != "other" else ""

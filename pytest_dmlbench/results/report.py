@@ -12,6 +12,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_dmlbench.results import NOTABLE_KINDS, RunResults, Verdict
+from pytest_dmlbench.results.figures import labelled
 from pytest_dmlbench.results.jsonio import read_results as _read_results
 from pytest_dmlbench.results.jsonio import write_results
 from pytest_dmlbench.results.settled import settled_text
@@ -82,7 +83,7 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
     for nodeid, verdict in notable:
         cause = verdict.inconclusive_cause
         kind = f"{verdict.kind} ({cause})" if cause is not None else verdict.kind
-        lines += [f"### {kind}: `{nodeid}` {verdict.metric}", "", "```", verdict.message, "```", ""]
+        lines += [f"### {kind}: `{nodeid}` {labelled(verdict.metric)}", "", "```", verdict.message, "```", ""]
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 
 from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, RunResults
+from pytest_dmlbench.results.figures import labelled
 from pytest_dmlbench.results.settled import settled_text
 from pytest_dmlbench.results.table import (
     INTERRUPTED_KEY,
@@ -293,7 +294,8 @@ def verbose_lines(results: RunResults, ids: dict[str, str], width: int) -> list[
 
 def notable_lines(results: RunResults, ids: dict[str, str], width: int) -> list[str]:
     """Under the one-line-per-case table: every case with a regression, improvement or inconclusive
-    verdict (most severe first), then one line per such verdict with its metric and change."""
+    verdict (most severe first), then one line per such verdict with its metric, the kind of figure it is (wall
+    time, CPU time, a work counter, a memory peak: which figure saw the change) and its change."""
     order = VERDICT_KINDS.index
     ranked = sorted((min(order(v.kind) for v in notable), index, case, notable)
                     for index, case in enumerate(ordered_cases(results))
@@ -305,7 +307,7 @@ def notable_lines(results: RunResults, ids: dict[str, str], width: int) -> list[
         name = id_lines(ids[case.nodeid], width - len(lead))
         lines += [lead + name[0], *(" " * len(lead) + part for part in name[1:])]
         for verdict in notable:
-            text = f"{INDENT}{verdict_cell(verdict, compact=True)} {verdict.metric}"
+            text = f"{INDENT}{verdict_cell(verdict, compact=True)} {labelled(verdict.metric)}"
             lines += wrap_text(text + (f": {verdict.change}" if verdict.change else ""), width, INDENT * 2)
     return lines
 

@@ -44,7 +44,8 @@ def test_too_few_rounds_is_inconclusive_and_fails_only_with_the_option(tmp_path:
     assert found["test_step[7]"]["message"].startswith("step_time_s inconclusive (not tested) against the baseline: ")
     assert "x4" in found["test_step[7]"]["change"] or "x5" in found["test_step[7]"]["change"]
     assert "no test: 1 baseline vs 1 current blocks" in found["test_step[7]"]["message"]
-    run.lines.fnmatch_lines(["inconclusive  test_cases.py::test_step[[]7[]]", "*inconclusive step_time_s: x* slower"])
+    run.lines.fnmatch_lines(["inconclusive  test_cases.py::test_step[[]7[]]",
+                             "*inconclusive step_time_s (wall time): x* slower"])
     run.lines.fnmatch_lines(["FAILED test_cases.py::test_step[[]10[]]*"])
     assert "FAILED test_cases.py::test_step[7]" not in run.output
     assert found["test_step[7]"]["inconclusive_cause"] == "untestable"

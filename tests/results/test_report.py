@@ -86,7 +86,7 @@ def test_compared_table_fits_the_width_shows_whole_short_ids_and_headline_verdic
     assert "+" in row and "slower" in row and row.rstrip().endswith("REGRESSION *")  # the headline's own verdict
     assert lines[lines.index("test_x.py") + 1].split()[:3] == ["test_new", "1", "throughput"]  # one line a case
     notes = lines[next(i for i, line in enumerate(lines) if line.startswith("REGRESSION")):]
-    assert any(line.strip().startswith("REGRESSION step_time_s: +") and "slower" in line for line in notes)
+    assert any(line.strip().startswith("REGRESSION step_time_s (wall time): +") and "slower" in line for line in notes)
     assert any(line.startswith("inconclusive  test_x.py::test_y") for line in lines)  # too few rounds: says so
     counts = " ".join(line.strip() for line in lines[lines.index(next(line for line in lines
                                                                       if line.startswith("verdicts on"))):])
