@@ -52,6 +52,7 @@ def make_model(name: str, dtype: torch.dtype = torch.float64, seed: int = 0) -> 
     """Small members of the zoo, sized so the whole matrix runs in seconds at world size 4."""
     builders: dict[str, Callable[[], nn.Module]] = {
         "mlp": lambda: models.tiny_mlp(16, 32, 10, seed=seed),
+        "wide_mlp": lambda: models.tiny_mlp(16, 64, 10, seed=seed),  # tensor parallelism at 64 ranks
         "cnn": lambda: models.small_cnn(10, channels=(4, 8), hidden=16, seed=seed),
         "transformer": lambda: models.small_transformer(32, 8, d_model=16, nhead=2, layers=1, seed=seed),
         "bn_cnn": lambda: models.small_bn_cnn(10, channels=4, seed=seed),
@@ -63,7 +64,7 @@ def make_batches(model_name: str, dtype: torch.dtype, steps: int = STEPS, n: int
     """``steps`` global batches of ``n`` samples, identical on every rank (fixed seeds)."""
     batches = []
     for step in range(steps):
-        if model_name == "mlp":
+        if model_name in ("mlp", "wide_mlp"):
             batches.append(synthetic_classification(n, (16,), 10, seed=100 + step, dtype=dtype))
         elif model_name in ("cnn", "bn_cnn"):
             size = 32 if model_name == "cnn" else 8
@@ -149,8 +150,9 @@ class RecordingLoss:
         return F.cross_entropy(out, target)
 
 
-def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: float) -> None:
-    """Pipeline loss, outputs, gradients and parameters equal the unsplit model's (float64)."""
+def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: float, n: int = GLOBAL_BATCH) -> None:
+    """Pipeline loss, outputs, gradients and parameters equal the unsplit model's (float64; global batches of
+    ``n`` samples)."""
     dtype = torch.float64
     with models.seeded(0):
         model = nn.Sequential(*models.tiny_mlp(16, 32, 10), nn.ReLU(), nn.Linear(10, 10)).to(dtype)
@@ -160,7 +162,7 @@ def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: flo
     reference_stage = split_stages(reference, stages)[strategy.rank % stages]
     optimizer = torch.optim.SGD(reference.parameters(), lr=LR, momentum=momentum)
     rtol, atol = tolerances(dtype)
-    for step, batch in enumerate(make_batches("mlp", dtype), start=1):
+    for step, batch in enumerate(make_batches("mlp", dtype, n=n), start=1):
         recording_loss = RecordingLoss()
         assert strategy.data_rank is not None
         inputs, targets = shard(batch, strategy.data_rank, strategy.data_world_size)
@@ -196,10 +198,11 @@ def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: flo
         assert_identical_across_ranks(params, what="stage parameters", key=strategy.rank % stages)
 
 
-def exact_first_step_gradient(model_name: str, dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor, Batch]:
+def exact_first_step_gradient(model_name: str, dtype: torch.dtype,
+                              n: int = GLOBAL_BATCH) -> tuple[nn.Module, torch.Tensor, Batch]:
     model = make_model(model_name, dtype)
     reference = copy.deepcopy(model)
-    batch = make_batches(model_name, dtype, steps=1)[0]
+    batch = make_batches(model_name, dtype, steps=1, n=n)[0]
     F.cross_entropy(reference(batch[0]), batch[1]).backward()
     return model, flat_grads(reference.parameters()), batch
 
@@ -209,8 +212,9 @@ def fp16_bound(world_size: int) -> float:
     return (world_size + 2) * 2.0**-11
 
 
-def check_fp16_gradient_error(model_name: str) -> None:
-    model, exact, batch = exact_first_step_gradient(model_name, torch.float32)
+def check_fp16_gradient_error(model_name: str, n: int = GLOBAL_BATCH) -> None:
+    """The fp16 hook's averaged gradient of one step on a global batch of ``n`` samples is within its bound."""
+    model, exact, batch = exact_first_step_gradient(model_name, torch.float32, n)
     strategy = build("fp16", model, lr=LR)
     strategy.step(*batch_for(strategy, batch), F.cross_entropy)
     error = relative_error(flat_grads(strategy.model.parameters()), exact)
@@ -219,15 +223,16 @@ def check_fp16_gradient_error(model_name: str) -> None:
     )
 
 
-def check_powersgd_projection(model_name: str) -> None:
-    """Without error feedback, each compressed gradient is an orthogonal projection of the exact one."""
+def check_powersgd_projection(model_name: str, n: int = GLOBAL_BATCH) -> None:
+    """Without error feedback, each compressed gradient is an orthogonal projection of the exact one (global
+    batches of ``n`` samples)."""
     dtype = torch.float32
     model = make_model(model_name, dtype)
     reference = copy.deepcopy(model)
     strategy = build("powersgd", model, lr=LR, start_iter=2, error_feedback=False, warm_start=False)
     rtol, atol = tolerances(dtype)
     compressed = 0
-    for step, batch in enumerate(make_batches(model_name, dtype, steps=4), start=1):
+    for step, batch in enumerate(make_batches(model_name, dtype, steps=4, n=n), start=1):
         reference.load_state_dict(strategy.model.state_dict())
         reference.zero_grad(set_to_none=True)
         F.cross_entropy(reference(batch[0]), batch[1]).backward()

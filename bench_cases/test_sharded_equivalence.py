@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench_cases.test_equivalence import GLOBAL_BATCH, LR, MOMENTA, make_batches, make_model, pinned
+from bench_cases.test_equivalence import GLOBAL_BATCH, LR, MOMENTA, STEPS, make_batches, make_model, pinned
 from bench_cases.test_strategy_accounting import check_bytes_agree, one_step, train_once
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.strategies import build
@@ -45,11 +45,13 @@ OFF_THE_REFERENCE = r"parameters vs single-process reference after step 1: \d+ o
 
 # ----------------------------------------------------------------------------------------------- checks
 def check_sharded_matches_reference(strategy: ShardedStrategy, reference: nn.Module, model_name: str,
-                                    dtype: torch.dtype = torch.float64) -> None:
-    """k steps: the gathered parameters are bit-identical on every rank and equal single-process SGD on
-    the global batch; where every rank computes the whole batch (``data_world_size == 1``), the loss too."""
+                                    dtype: torch.dtype = torch.float64, n: int = GLOBAL_BATCH,
+                                    steps: int = STEPS) -> None:
+    """``steps`` steps: the gathered parameters are bit-identical on every rank and equal single-process SGD
+    on the global batch (``n`` samples); where every rank computes the whole batch (``data_world_size == 1``),
+    the loss too."""
     rtol, atol = tolerances(dtype)
-    batches = make_batches(model_name, dtype, n=GLOBAL_BATCH)
+    batches = make_batches(model_name, dtype, steps=steps, n=n)
     expected_losses = reference_sgd(reference, batches, F.cross_entropy, lr=strategy.lr, momentum=strategy.momentum)
     for step, batch in enumerate(batches, start=1):
         loss = strategy.step(*batch_for(strategy, batch), F.cross_entropy)
@@ -63,17 +65,20 @@ def check_sharded_matches_reference(strategy: ShardedStrategy, reference: nn.Mod
                                   what=f"{strategy.name} parameters vs single-process reference after step {step}")
 
 
-def check_against_reference(strategy: ShardedStrategy, model_name: str) -> None:
+def check_against_reference(strategy: ShardedStrategy, model_name: str, n: int = GLOBAL_BATCH,
+                            steps: int = STEPS) -> None:
     """An already-built strategy (e.g. a faulty one) against the reference from its initial parameters."""
     reference = make_model(model_name)
     reference.load_state_dict(strategy.unsharded_model().state_dict())
-    check_sharded_matches_reference(strategy, reference, model_name)
+    check_sharded_matches_reference(strategy, reference, model_name, n=n, steps=steps)
 
 
-def check_strategy(name: str, model_name: str, momentum: float, **options: Any) -> None:
+def check_strategy(name: str, model_name: str, momentum: float, n: int = GLOBAL_BATCH, steps: int = STEPS,
+                   **options: Any) -> None:
+    """``name`` built on ``model_name`` against single-process SGD: ``steps`` steps on global batches of ``n``."""
     strategy = build(name, make_model(model_name), lr=LR, momentum=momentum, **options)
     assert isinstance(strategy, ShardedStrategy)
-    check_against_reference(strategy, model_name)
+    check_against_reference(strategy, model_name, n, steps)
 
 
 # ------------------------------------------------------------------------------------ faulty strategies

@@ -1,9 +1,13 @@
-"""The project's own strategies pass strict mode: the equivalence suite at scale (``bench_cases/
-test_simulated_equivalence.py``: DDP, all-reduce, bucketed, parameter server, local SGD) at 64 ranks in one
-strict world, and pipeline, FSDP2, tensor parallelism and DDP's communication hooks (fp16, PowerSGD) with
-their equivalence checks at 4 ranks in another. 1024 ranks run under the ``scale`` marker
-(``pytest --dmlbench -m scale bench_cases/test_simulated_equivalence.py``). The negative control: the same
-checks fail on the strategy that skips synchronisation, in strict mode too."""
+"""The project's own strategies pass strict mode at 64 ranks: the equivalence suite at scale
+(``bench_cases/test_simulated_equivalence.py``: DDP, all-reduce, bucketed, parameter server, local SGD) in one
+strict world, and pipeline (4 stages x 16 replicas), FSDP2, tensor parallelism and DDP's communication hooks
+(fp16, PowerSGD) with their equivalence checks in another; the variants beside them (a pipeline of 4 stages
+alone, 2 stages x 2 replicas, FSDP2 keeping its parameters after the forward) in a strict world of 4 ranks.
+1024 ranks run under the ``scale`` marker (``pytest --dmlbench -m scale bench_cases/test_simulated_equivalence.py``).
+The negative controls: the same checks fail, in strict mode at 64 ranks too, on the all-reduce strategy that
+skips synchronisation and on FSDP2 without its gradient reduce-scatter (the other faulty strategies are caught
+at 2 ranks in ``bench_cases``: strict mode cannot make a check pass that would fail, since a result read before
+it is delivered is poison). What the 64-rank worlds cost, with strict mode and without: docs/how-to/strict-mode.md."""
 
 from __future__ import annotations
 
@@ -12,6 +16,12 @@ from typing import Any
 import pytest
 
 from tests.world.simulated.helpers import passed, simulate
+
+# Global batches at 64 ranks: one sample per data rank for FSDP2 and the hooks, two per pipeline replica (its
+# two micro-batches); tensor parallelism gives every rank the whole batch of 16 and needs a hidden width the 64
+# ranks divide ("wide_mlp"). FSDP2 and tensor parallelism take two steps there (the second uses momentum).
+RANKS = 64
+PIPELINE_STAGES = 4  # the test model has 5 layers: at most 5 stages, so 64 ranks are 4 stages x 16 replicas
 
 
 def test_the_equivalence_suite_passes_strict_mode_at_64_ranks() -> None:
@@ -25,10 +35,10 @@ def test_the_equivalence_suite_passes_strict_mode_at_64_ranks() -> None:
         with pytest.raises(AssertionError, match="not bit-identical to rank 0 on ranks 1-63"):
             suite.check_at_scale(lazy, "mlp", reference)
 
-    assert passed(simulate(body, 64, strict=True), 64)
+    assert passed(simulate(body, RANKS, strict=True), RANKS)
 
 
-def test_pipeline_fsdp2_tensor_parallel_and_ddp_hooks_pass_strict_mode() -> None:
+def test_pipeline_fsdp2_tensor_parallel_and_ddp_hooks_pass_strict_mode_at_64_ranks() -> None:
     from bench_cases import test_equivalence as equivalence
     from bench_cases import test_sharded_equivalence as sharded
     from pytest_dmlbench.strategies.sharded import sharding_support
@@ -37,12 +47,29 @@ def test_pipeline_fsdp2_tensor_parallel_and_ddp_hooks_pass_strict_mode() -> None
         pytest.skip(f"{sharding_support()}")
 
     def body(info: Any) -> None:
-        equivalence.check_pipeline_equals_unsplit(4, 2, momentum=0.9)
+        equivalence.check_pipeline_equals_unsplit(PIPELINE_STAGES, 2, momentum=0.9, n=2 * RANKS // PIPELINE_STAGES)
+        sharded.check_strategy("fsdp", "mlp", 0.9, n=RANKS, steps=2)
+        sharded.check_strategy("tensor_parallel", "wide_mlp", 0.9, steps=2)
+        equivalence.check_fp16_gradient_error("mlp", n=RANKS)
+        equivalence.check_powersgd_projection("mlp", n=RANKS)
+        broken = sharded.FAULTY["fsdp_skips_reduce_scatter"](equivalence.make_model("mlp"))
+        with pytest.raises(AssertionError, match=sharded.FAULT_FAILURES["fsdp_skips_reduce_scatter"]):
+            sharded.check_against_reference(broken, "mlp", n=RANKS, steps=1)
+
+    assert passed(simulate(body, RANKS, strict=True), RANKS)
+
+
+def test_pipeline_and_fsdp2_variants_pass_strict_mode_at_4_ranks() -> None:
+    from bench_cases import test_equivalence as equivalence
+    from bench_cases import test_sharded_equivalence as sharded
+    from pytest_dmlbench.strategies.sharded import sharding_support
+
+    if sharding_support() is not None:
+        pytest.skip(f"{sharding_support()}")
+
+    def body(info: Any) -> None:
+        equivalence.check_pipeline_equals_unsplit(4, 2, momentum=0.9)  # four stages, no replica
         equivalence.check_pipeline_equals_unsplit(2, 2, momentum=0.9)  # two stages, two replicas
-        sharded.check_strategy("fsdp", "mlp", 0.9)
         sharded.check_strategy("fsdp", "mlp", 0.9, reshard_after_forward=False)
-        sharded.check_strategy("tensor_parallel", "mlp", 0.9)
-        equivalence.check_fp16_gradient_error("cnn")
-        equivalence.check_powersgd_projection("cnn")
 
     assert passed(simulate(body, 4, strict=True), 4)
