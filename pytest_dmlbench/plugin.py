@@ -283,7 +283,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[ENGINE_KEY] = engine
     run = {**facts.to_dict(settings.world_size, settings.threshold_pct),
            "cpu_threshold_pct": settings.cpu_threshold_pct, **commit_fact(config.rootpath),
-           "launcher": settings.launcher, "isolation": settings.isolation}
+           "launcher": settings.launcher, "isolation": settings.isolation, "strict": settings.strict}
     from pytest_dmlbench.world.launched import launched_externally
 
     config.stash[GATE_KEY] = choose_gate(config, settings, run, launched=launched_externally(os.environ))
@@ -337,7 +337,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
              f"timeout {settings.timeout_s:g} s, {facts.cores} core(s){launcher}"]
     if settings.launcher == "simulated":
         lines.append("dmlbench: simulated ranks (threads of this process, taking turns): correctness only, "
-                     "cases that measure are skipped")
+                     f"cases that measure are skipped; strict mode {'on' if settings.strict else 'off'}")
+    elif settings.strict:
+        lines.append("dmlbench: strict mode on for cases on simulated ranks (launcher=\"simulated\"); forked and "
+                     "Ray ranks run the real backend")
     if facts.oversubscribed(settings.world_size) and settings.launcher != "simulated":
         lines.append(
             f"dmlbench: WARNING {settings.world_size} rank(s) x {facts.workers} worker(s) > {facts.cores} core(s): "

@@ -3,6 +3,7 @@ at 1024 ranks followed by a healthy case, and agreement with the forked world.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -34,10 +35,12 @@ CASES = """
 def test_the_launcher_runs_correctness_cases_and_skips_measuring_ones(tmp_path: Path) -> None:
     write_files(tmp_path, **{"test_cases.py": CASES})
     result = run_pytest(tmp_path, "--dmlbench", "--dmlbench-launcher", "simulated", "--world-size", "256", "-v",
-                        "-rs")
+                        "-rs", "--dmlbench-json", "results.json")
     assert result.returncode == 0, result.output
     result.lines.fnmatch_lines([
         "dmlbench: world size 256, backend auto, timeout 120 s, * core(s), launcher simulated",
+        "dmlbench: simulated ranks (threads of this process, taking turns): correctness only, cases that measure "
+        "are skipped; strict mode off",  # not asked for (test_strict_vs_gloo.py: asked for, on)
         "*test_sums PASSED*",
         "*test_measures SKIPPED*",
         "SKIPPED * measures timings (uses the dmlbench fixture): simulated ranks share one process and take turns, "
@@ -49,6 +52,7 @@ def test_the_launcher_runs_correctness_cases_and_skips_measuring_ones(tmp_path: 
         "--dmlbench-launcher fork",
     ])
     assert "Captured log" not in result.output
+    assert json.loads((tmp_path / "results.json").read_text())["run"]["strict"] is False
 
 
 MARKED = """

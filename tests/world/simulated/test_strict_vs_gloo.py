@@ -8,6 +8,7 @@ fails each at once with its report: the rank, the call, the line, every rank of 
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -33,8 +34,13 @@ INNER = """
 def test_gloo_passes_the_race_and_hangs_on_the_deadlocks_strict_mode_reports_each_at_once(tmp_path: Path) -> None:
     write_files(tmp_path, **{"test_bugs.py": INNER})
     shutil.copy(strict_cases.__file__, tmp_path / "strict_cases.py")
-    result = run_pytest(tmp_path, "--dmlbench", "--dmlbench-strict", "on", "-v", "-p", "no:randomly")
+    result = run_pytest(tmp_path, "--dmlbench", "--dmlbench-strict", "on", "-v", "-p", "no:randomly",
+                        "--dmlbench-json", "results.json")
     assert result.returncode == 1, result.output
+    # the run says it is strict, at its start and in its results (test_simulated_e2e.py: off when not asked for)
+    result.lines.fnmatch_lines(["dmlbench: strict mode on for cases on simulated ranks (launcher=\"simulated\"); "
+                                "forked and Ray ranks run the real backend"])
+    assert json.loads((tmp_path / "results.json").read_text())["run"]["strict"] is True
     result.lines.fnmatch_lines(["*test_bug[[]race after isend-gloo[]] PASSED*"])
     for bug in ("send/send deadlock", "pipeline micro-batch order"):
         result.lines.fnmatch_lines([f"*test_bug[[]{bug}-gloo[]] FAILED*"])
