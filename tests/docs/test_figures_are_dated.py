@@ -15,8 +15,7 @@ block it follows (a transcript and what it shows), and, for the date only, a hea
 opening paragraph, and a section's, date and name the command of the later blocks (an evidence page that says
 at its top when and with what every figure on it was measured). The changelog is history and is
 not walked; ``docs/evidence/test-durations.md`` is written by ``ci/test_durations.py`` and checked by
-``test_test_durations.py``. Blocks found without a date or command when this test was written are listed in
-``NOT_YET_DATED``, a list that may only shrink.
+``test_test_durations.py``.
 """
 
 from __future__ import annotations
@@ -122,55 +121,10 @@ def undated_figures(page: Path, root: Path = ROOT) -> list[str]:
     return problems
 
 
-NOT_YET_DATED = {
-    # Blocks found when this test was written and not yet given their date or command (their pages were being
-    # rewritten beside this change): page and the figures the block starts with. The list only shrinks: an
-    # entry whose block is fixed fails the test below until it is removed.
-    ("docs/explanation/statistics.md", "0.2 s"),
-    ("docs/explanation/statistics.md", "98 %, 99 %, 38 %, 58.5 %"),
-    ("docs/explanation/statistics.md", "87.4 %"),
-    ("docs/explanation/statistics.md", "95 %, 0.4 %, 1.29x, 1.51x"),
-    ("docs/explanation/statistics.md", "7.8 minutes, 76.8 %, 87.4 %, 71.7 minutes"),
-    ("docs/explanation/statistics.md", "18 %, 63 %, 15 %, 95 %"),
-    ("docs/explanation/statistics.md", "26 ms, 27 ms, 10.8 %, 11.1 %"),
-    ("docs/explanation/statistics.md", "10.8 %"),
-    ("docs/explanation/statistics.md", "34 %, 2.4 %, 2.3 %"),
-    ("docs/how-to/drift.md", "69 %, 95 %, 0.1 %, 79 %"),
-    # the run logs, moved from ci/README.md: a block that leans on a table or paragraph further away
-    ("docs/evidence/run-logs.md", "15 %"),
-    ("docs/evidence/run-logs.md", "13 minutes"),
-    ("docs/evidence/run-logs.md", "1.33x, 4.0 %, 3.45x, 821 s"),
-    ("docs/evidence/run-logs.md", "95 %, 2.0 %, 3.0 %, 2.5 h"),
-    ("docs/evidence/run-logs.md", "22 %, 43 %"),
-    ("docs/evidence/run-logs.md", "36 %, 95 %"),
-    ("docs/evidence/run-logs.md", "36.6 min, 15.0 %, 15 %, 67.5 %"),
-    ("docs/evidence/run-logs.md", "1.2 %, 68.0 %, 2.6 %, 72.0 %"),
-    ("docs/evidence/run-logs.md", "12 %"),
-    ("docs/evidence/run-logs.md", "534 s, 507 s, 11.9 %, 11.2 %"),
-    ("docs/evidence/run-logs.md", "550 s, 575 s, 14.0 %, 13.3 %"),
-    ("docs/evidence/run-logs.md", "0.35 s, 12.5 %, 0.0 %"),
-    ("docs/evidence/run-logs.md", "4.6 %, 4.2 %, 20.4 %, 21.1 %"),
-    ("docs/evidence/run-logs.md", "23.9 %, 16.6 %, 22.4 %, 16.1 %"),
-    ("docs/evidence/run-logs.md", "3.1 %, 2.4 %, 27.0 ms, 6.8 %"),
-    ("docs/evidence/run-logs.md", "13.1 %, 10.5 %, 16.6 %, 17.2 %"),
-    ("docs/evidence/run-logs.md", "26.5 ms"),
-    ("docs/evidence/run-logs.md", "12.9 %, 95 %, 12.7 %, 1.4 %"),
-    ("docs/evidence/run-logs.md", "0.3 %, 37 %, 1.7 %, 0 %"),
-}
-
-
-def _key(problem: str) -> tuple[str, str]:
-    page, _, rest = problem.split(":", 2)
-    return page, rest.split(": ", 1)[1]
-
-
 def test_every_measured_figure_is_dated_and_names_its_command() -> None:
     assert len(PAGES) > 30  # the walk finds the pages
     problems = [problem for page in PAGES for problem in undated_figures(page)]
-    new = [problem for problem in problems if _key(problem) not in NOT_YET_DATED]
-    assert not new, "measured figures without a date or a command:\n" + "\n".join(new)
-    fixed = NOT_YET_DATED - {_key(problem) for problem in problems}
-    assert not fixed, f"dated now, remove from NOT_YET_DATED: {sorted(fixed)}"
+    assert not problems, "measured figures without a date or a command:\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
