@@ -26,7 +26,7 @@ BLIND_SPOTS: dict[FigureKind, str] = {
     "wall time": "sees everything, the neighbours on a shared machine too",
     "CPU time": ("misses waiting: a slower peer, lost overlap, an added barrier or sleep, I/O (and on CUDA ranks it "
                  "is the host's launch and synchronisation work, not the device's)"),
-    "work counter": "counts exactly and misses speed: the same counted work done slower reads the same",
+    "work counter": "counts exactly and misses speed: equal counted work done slower reads equal",
     "memory peak": "sees memory, not time",
     "other": "",
 }
