@@ -370,6 +370,12 @@ def _group_size(group: Any) -> int:
     return int(dist.get_world_size(group))
 
 
+@functools.cache
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature, read once: every counter's installation wraps the same functions again."""
+    return inspect.signature(fn)
+
+
 def _counting(
     op: str,
     original: Callable[..., Any],
@@ -383,7 +389,7 @@ def _counting(
     ``timed_work=False`` returns the result as is (a functional collective returns a tensor, whose own
     ``wait`` must not be proxied); its interval then ends when the call returns.
     """
-    signature = inspect.signature(original)
+    signature = _signature(original)
     payload_of = payload if payload is not None else PAYLOAD[op]
     size_of_group = group_size if group_size is not None else _group_size
     name = recorded_as if recorded_as is not None else RECORDED_AS.get(op, op)
