@@ -59,11 +59,14 @@ def _extent(tensor: torch.Tensor) -> tuple[int, int] | None:
     start = tensor.data_ptr()
     if start == 0:
         return None
+    if tensor.is_contiguous():
+        return start, start + tensor.numel() * tensor.element_size()
     last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
     return start, start + (last + 1) * tensor.element_size()
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)
+Located = tuple[torch.Tensor, tuple[int, int]]  # a pending tensor and the byte range of its elements
 
 
 class PendingWork:
@@ -72,9 +75,26 @@ class PendingWork:
     def __init__(self, what: str, site: str, outputs: Iterable[torch.Tensor], inputs: Iterable[torch.Tensor]) -> None:
         self.what = what  # e.g. "all_reduce(SUM, float32[4]) #2 on the default group"
         self.site = site
-        self.outputs = [(t, e) for t in outputs if (e := _extent(t)) is not None]
-        self.inputs = [(t, e) for t in inputs if (e := _extent(t)) is not None]
+        self._tensors = (list(outputs), list(inputs))
+        self._extents: tuple[list[Located], list[Located]] | None = None
         self.waiter: Callable[[], object] | None = None  # waits for the work (set by the work object)
+
+    @property
+    def outputs(self) -> list[Located]:
+        return self._located()[0]
+
+    @property
+    def inputs(self) -> list[Located]:
+        return self._located()[1]
+
+    def _located(self) -> tuple[list[Located], list[Located]]:
+        """The tensors with their byte ranges, found at the first check: a call waited for at once (every
+        blocking collective) is never checked, so it never pays for them."""
+        if self._extents is None:
+            outputs, inputs = self._tensors
+            self._extents = ([(t, e) for t in outputs if (e := _extent(t)) is not None],
+                             [(t, e) for t in inputs if (e := _extent(t)) is not None])
+        return self._extents
 
     def feeds(self, tensors: Iterable[torch.Tensor]) -> bool:
         """Whether one of ``tensors`` (handed to a new call) overlaps an output of this work."""

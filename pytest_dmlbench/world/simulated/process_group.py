@@ -125,12 +125,17 @@ class SimulatedProcessGroup(dist.ProcessGroup):
         return [torch.device("cpu")]
 
     # -- the one path every collective takes -----------------------------------------------------------------
-    def _collective(self, kind: str, detail: str, payload: Any, complete: Callable[[list[Any]], Any],
+    def _collective(self, opts: Any, kind: str, detail: str, payload: Any, complete: Callable[[list[Any]], Any],
                     result: list[torch.Tensor], outputs: list[torch.Tensor] | None = None,
                     every: Sequence[torch.Tensor] = ()) -> dist.Work:
-        """``outputs``: the tensors the collective writes on this rank (default ``result``); ``every``: the
-        tensors ``detail`` describes, each of whose dtype and shape strict mode compares across the group."""
+        """``opts``: the call's options (``asyncOp`` False: a blocking call); ``outputs``: the tensors the
+        collective writes on this rank (default ``result``); ``every``: the tensors ``detail`` describes, each of
+        whose dtype and shape strict mode compares across the group."""
         strict = self._world.strict
+        # strict mode stages, poisons and watches only what the rank could touch before wait(): a blocking call
+        # (torch.distributed's async_op=False) is waited for at once, so it runs as without strict mode; calls
+        # from C++ (DDP's reducer, functional collectives) and any without options are taken as asynchronous
+        pending = strict and getattr(opts, "asyncOp", True) is not False
         if strict:
             self._wait_for_pending_inputs(payload)
         self._seq += 1
@@ -141,18 +146,20 @@ class SimulatedProcessGroup(dist.ProcessGroup):
         clones: dict[int, torch.Tensor] = {}
         written = result if outputs is None else outputs
         original = payload
-        if strict:
+        if pending:
             payload = staged(payload, clones)
             with internal():
                 for tensor in written:
                     poison(tensor)
         gathering = self._arrive(call, payload, complete)
-        if strict:
+        if pending:
             return self._pending_collective(call, gathering, clones, result, written, original)
         if not gathering.done:
             state.state = "waiting"
             self._world.turns.wait(self._global_rank)
             state.state = "running"
+        for work in list(self._undelivered):  # strict mode: earlier async work on the group is complete now
+            work.deliver()
         return DoneWork(result)
 
     def _arrive(self, call: Call, payload: Any, complete: Callable[[list[Any]], Any]) -> Gathering:
@@ -174,7 +181,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
         copies = [(t, clones[id(t)]) for t in {id(t): t for t in written}.values()]
         outputs = {id(t) for t in written}
         inputs = [t for t in flat_tensors(payload) if id(t) not in outputs]
-        record = PendingWork(f"{call} #{self._seq} on {self._group.label}", call_site(), written, inputs)
+        record = PendingWork(self._world.ranks[self._global_rank].last, call_site(), written, inputs)
         self._world.pending[self._global_rank].add(record)
         return CollectiveWork(self._world, self._global_rank, self._seq, gathering, record, copies, result,
                               self._undelivered)
@@ -182,8 +189,11 @@ class SimulatedProcessGroup(dist.ProcessGroup):
     def _wait_for_pending_inputs(self, payload: Any) -> None:
         """A tensor still pending from an earlier call, handed to a new one, gets its value first (NCCL orders
         the two on its stream; here the earlier work is waited for)."""
+        works = self._world.pending[self._global_rank].works
+        if not works:
+            return
         tensors = list(flat_tensors(payload))
-        for record in list(self._world.pending[self._global_rank].works):
+        for record in list(works):
             if record.waiter is not None and record.feeds(tensors):
                 record.waiter()
 
@@ -198,7 +208,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 for part in parts:
                     part[i].copy_(total)
 
-        return self._collective("all_reduce", f"{op}, {describe_all(tensors)}", tensors, complete, tensors,
+        return self._collective(opts, "all_reduce", f"{op}, {describe_all(tensors)}", tensors, complete, tensors,
                                 every=tensors)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
@@ -212,8 +222,8 @@ class SimulatedProcessGroup(dist.ProcessGroup):
         def complete(parts: list[list[torch.Tensor]]) -> None:
             parts[root][0].copy_(red.reduce_in_rank_order([p[0] for p in parts], op))
 
-        return self._collective("reduce", f"{op}, root {root}, {describe_all(tensors)}", tensors, complete, tensors,
-                                outputs=tensors if self._group_rank == root else [], every=tensors)
+        return self._collective(opts, "reduce", f"{op}, root {root}, {describe_all(tensors)}", tensors, complete,
+                                tensors, outputs=tensors if self._group_rank == root else [], every=tensors)
 
     def reduce_scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],  # type: ignore[override]
                        opts: Any) -> dist.Work:
@@ -226,7 +236,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 outs[0].copy_(red.reduce_in_rank_order([ins[0][member] for _, ins in parts], op))
 
         detail = f"{op}, {describe_all(input_lists[0])} -> {describe_all(outputs)}"
-        return self._collective("reduce_scatter", detail, (outputs, input_lists), complete, outputs,
+        return self._collective(opts, "reduce_scatter", detail, (outputs, input_lists), complete, outputs,
                                 every=[*input_lists[0], *outputs])
 
     def _reduce_scatter_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> dist.Work:
@@ -241,7 +251,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 out.copy_(total[member].reshape(out.shape))
 
         detail = f"{op}, {describe(inp)} -> {describe(output)}"
-        return self._collective("reduce_scatter_tensor", detail, (output, inp), complete, [output])
+        return self._collective(opts, "reduce_scatter_tensor", detail, (output, inp), complete, [output])
 
     reduce_scatter_single = _reduce_scatter_base  # type: ignore[assignment]
 
@@ -260,7 +270,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 if member != root:
                     red.copy_all(part, parts[root])
 
-        return self._collective("broadcast", f"root {root}, {describe_all(tensors)}", tensors, complete, tensors,
+        return self._collective(opts, "broadcast", f"root {root}, {describe_all(tensors)}", tensors, complete, tensors,
                                 outputs=[] if self._group_rank == root else tensors, every=tensors)
 
     def allgather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
@@ -273,7 +283,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 red.copy_all(outs[0], sources)
 
         detail = describe_all(inputs)
-        return self._collective("all_gather", detail, (output_lists, inputs), complete, output_lists[0],
+        return self._collective(opts, "all_gather", detail, (output_lists, inputs), complete, output_lists[0],
                                 every=inputs)
 
     def _allgather_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> dist.Work:
@@ -285,7 +295,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                 out.view(-1).copy_(whole)
 
         detail = f"{describe(inp)} -> {describe(output)}"
-        return self._collective("all_gather_into_tensor", detail, (output, inp), complete, [output])
+        return self._collective(opts, "all_gather_into_tensor", detail, (output, inp), complete, [output])
 
     all_gather_single = _allgather_base  # type: ignore[assignment]
 
@@ -304,7 +314,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
             red.copy_all(parts[root][0][0], [ins[0] for _, ins in parts])
 
         result = output_lists[0] if output_lists else []
-        return self._collective("gather", f"root {root}, {describe_all(inputs)}", (output_lists, inputs),
+        return self._collective(opts, "gather", f"root {root}, {describe_all(inputs)}", (output_lists, inputs),
                                 complete, result, every=inputs)
 
     def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any) -> dist.Work:  # type: ignore[override]
@@ -318,7 +328,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
             for member, (outs, _) in enumerate(parts):
                 outs[0].copy_(sources[member])
 
-        return self._collective("scatter", f"root {root}, {describe_all(outputs)}", (outputs, input_lists),
+        return self._collective(opts, "scatter", f"root {root}, {describe_all(outputs)}", (outputs, input_lists),
                                 complete, outputs, every=outputs)
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> dist.Work:
@@ -328,7 +338,7 @@ class SimulatedProcessGroup(dist.ProcessGroup):
             for member, (outs, _) in enumerate(parts):
                 red.copy_all(outs, [ins[member] for _, ins in parts])
 
-        return self._collective("all_to_all", f"{len(inputs)} tensors", (outputs, inputs), complete, outputs,
+        return self._collective(opts, "all_to_all", f"{len(inputs)} tensors", (outputs, inputs), complete, outputs,
                                 every=[*inputs, *outputs])
 
     def alltoall_base(self, output: torch.Tensor, inp: torch.Tensor, output_splits: list[int],
@@ -343,13 +353,13 @@ class SimulatedProcessGroup(dist.ProcessGroup):
                              [pieces[src][member] for src in range(size)])
 
         detail = f"{describe(inp)} -> {describe(output)}"
-        return self._collective("all_to_all_single", detail, (output, inp, output_splits, input_splits), complete,
+        return self._collective(opts, "all_to_all_single", detail, (output, inp, output_splits, input_splits), complete,
                                 [output])
 
     all_to_all_single = alltoall_base  # type: ignore[assignment]
 
     def barrier(self, opts: Any = None) -> dist.Work:
-        return self._collective("barrier", "", None, lambda parts: None, [])
+        return self._collective(opts, "barrier", "", None, lambda parts: None, [])
 
     # -- point to point --------------------------------------------------------------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:

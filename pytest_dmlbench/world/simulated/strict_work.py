@@ -3,7 +3,9 @@
 A collective's members arrive without waiting; its result is computed (once, by the last to arrive) into
 copies of the members' tensors staged at their calls, and reaches a member's own tensors only when that member
 waits for the work, or for a later collective of the same group (which, as on one NCCL stream, implies the
-earlier ones). Until then the outputs hold poison and the watch of ``pending`` guards them.
+earlier ones). Until then the outputs hold poison and the watch of ``pending`` guards them. A blocking call
+(``async_op=False``) has no such work: it is waited for at once, so nothing is staged or watched for it, and
+it delivers the rank's earlier work on its group.
 """
 
 from __future__ import annotations
@@ -90,13 +92,14 @@ class CollectiveWork(_StrictWork):
         return True
 
     def deliver(self) -> None:
-        """Write the staged result into the rank's own tensors."""
-        with internal():
-            for tensor, copy in self._copies:
-                tensor.copy_(copy)
+        """Write the staged result into the rank's own tensors (the record goes first: with no other work
+        pending the watch is off, and the copies do not pass through it)."""
         self.delivered = True
         self._earlier.remove(self)
         self._world.pending[self._rank].remove(self.record)
+        with internal():
+            for tensor, copy in self._copies:
+                tensor.copy_(copy)
 
     def is_completed(self) -> bool:
         return self._gathering.done

@@ -198,3 +198,40 @@ def test_a_receive_from_any_rank_returns_each_sender_in_the_order_they_sent() ->
             dist.send(torch.full((1,), float(rank)), 0)
 
     assert passed(simulate(body, 4, strict=True), 4)
+
+
+def test_a_pending_tensor_covers_the_bytes_of_its_elements_contiguous_or_strided() -> None:
+    """The watch's byte ranges: a contiguous tensor's by its size, a strided view's up to its last element
+    (``base[::2]`` reaches element 6, not only the first 4 elements' 16 bytes)."""
+    from pytest_dmlbench.world.simulated.pending import PendingWork, _extent
+
+    base = torch.zeros(8)
+    strided, contiguous = base[::2], base[2:4]
+    on_strided, on_contiguous = PendingWork("a", "", [strided], []), PendingWork("b", "", [contiguous], [])
+    assert on_strided.overlaps(_extent(base[6:7]), written=False) is strided  # type: ignore[arg-type]
+    assert on_strided.overlaps(_extent(base[7:8]), written=False) is None  # type: ignore[arg-type]
+    assert on_contiguous.overlaps(_extent(base[3:4]), written=False) is contiguous  # type: ignore[arg-type]
+    assert on_contiguous.overlaps(_extent(base[4:5]), written=False) is None  # type: ignore[arg-type]
+    assert _extent(base[3:5]) == (base.data_ptr() + 12, base.data_ptr() + 20)
+
+
+def test_a_blocking_collective_is_not_staged_and_one_without_options_is_taken_as_asynchronous() -> None:
+    """A call with ``asyncOp`` False (``async_op=False``) is waited for at once: its result is in the tensor at
+    return, with nothing staged or watched. A call without options (as from C++: DDP's reducer) stays pending,
+    its output poison until ``wait()``."""
+    seen: dict[int, tuple[list[float], bool]] = {}
+
+    def body(info: Any) -> None:
+        group = dist.distributed_c10d._get_default_group()
+        blocking, unknown = torch.ones(2), torch.ones(2)
+        options = dist.AllreduceOptions()
+        options.asyncOp = False
+        group.allreduce([blocking], options)
+        work = group.allreduce([unknown])
+        with torch._C.DisableTorchFunction():  # look without the watch
+            seen[dist.get_rank()] = (blocking.tolist(), bool(unknown.isnan().all()))
+        work.wait()
+        assert unknown.tolist() == [2.0, 2.0]
+
+    assert passed(simulate(body, 2, strict=True), 2)
+    assert seen == {0: ([2.0, 2.0], True), 1: ([2.0, 2.0], True)}
