@@ -8,7 +8,9 @@ ranks; per case and size the median seconds of each and the median of the per-pa
 Cases: ``ddp``, the DDP equivalence case of ``bench_cases/test_simulated_equivalence.py`` (model, scatter of
 the data, three steps, the checks after each); ``ring``, ten rounds of each rank sending to the next and
 receiving from the previous (even ranks send first), point-to-point matching; ``async``, ten rounds of eight
-``async_op=True`` all-reduces waited for together (the poison, the staging and the watch over reads).
+``async_op=True`` all-reduces waited for together (the poison, the staging and the watch over reads);
+``blocking``, ten rounds of a blocking all-gather of one element a rank and an all-reduce of 16 (calls waited for
+at once, which strict mode neither stages nor watches).
 """
 
 from __future__ import annotations
@@ -60,7 +62,18 @@ def async_case(info: Any) -> None:
             tensor.fill_(1.0)
 
 
-CASES: dict[str, Callable[[Any], None]] = {"ddp": ddp_case, "ring": ring_case, "async": async_case}
+def blocking_case(info: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    gathered = [torch.zeros(1) for _ in range(dist.get_world_size())]
+    for _ in range(10):
+        dist.all_gather(gathered, torch.ones(1))
+        dist.all_reduce(torch.ones(16))
+
+
+CASES: dict[str, Callable[[Any], None]] = {"ddp": ddp_case, "ring": ring_case, "async": async_case,
+                                           "blocking": blocking_case}
 
 
 def run_once(case: Callable[[Any], None], ranks: int, *, strict: bool) -> float:
