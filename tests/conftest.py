@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests import forkserver
 from tests.gpu_host import remember_host_setting
 
 # The plugin's tests describe a host without GPUs: GPUs are hidden from this process and every process it
@@ -87,19 +88,25 @@ def uses_hypothesis(folder: Path) -> bool:
     return False
 
 
-def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Outcome:
+def run_pytest(folder: Path, *args: str, timeout: float = 300, fresh: bool = False, **env: str) -> Outcome:
     """Run ``python -m pytest`` in ``folder`` (its own rootdir) and capture everything it prints; its
     ``TMPDIR`` is the test's :func:`inner_tmpdir` unless ``env`` names one.
 
     Hypothesis's pytest plugin imports all of Hypothesis at every session's end (about 1 s of a loaded core),
-    so it is loaded only where the folder's files use Hypothesis."""
+    so it is loaded only where the folder's files use Hypothesis. With ``DMLBENCH_TEST_FORKSERVER=1`` the run
+    is forked from a process that has imported torch and the plugin already (:mod:`tests.forkserver`) unless
+    ``fresh`` asks for a new interpreter or ``env`` sets what only an interpreter's start reads."""
     (folder / "pytest.ini").exists() or (folder / "pytest.ini").write_text("[pytest]\n")
     env.setdefault("TMPDIR", str(inner_tmpdir()))
     plugins = () if uses_hypothesis(folder) else ("-p", "no:hypothesispytest")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *plugins, *args],
-        cwd=folder, capture_output=True, text=True, timeout=timeout, env=clean_env(**env),
-    )
+    arguments = ["-p", "no:cacheprovider", "-p", "no:randomly", *plugins, *args]
+    environment = clean_env(**env)
+    server = None if fresh else forkserver.server_for(environment)
+    if server is not None:
+        proc = server.run(arguments, folder, environment, timeout)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "pytest", *arguments], cwd=folder, capture_output=True,
+                              text=True, timeout=timeout, env=environment)
     return Outcome(proc.returncode, proc.stdout + proc.stderr)
 
 
@@ -188,3 +195,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is not None:
             item.add_marker(skip)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop this process's fork server of inner runs (:mod:`tests.forkserver`), if one was started."""
+    forkserver.close_servers()

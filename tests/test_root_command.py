@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import forkserver
 from tests.conftest import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,11 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def collected_nodeids(*args: str) -> tuple[str, ...]:
     """Node ids ``pytest --collect-only -q ARGS`` lists at the repository root (collected once per process:
     the README's counts and the root command ask for the same collection)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--collect-only", "-q",
-         *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env=clean_env(),
-    )
+    arguments = ["-p", "no:cacheprovider", "-p", "no:randomly", "--collect-only", "-q", *args]
+    env = clean_env()
+    server = forkserver.server_for(env)
+    proc = (server.run(arguments, ROOT, env, timeout=300) if server is not None else
+            subprocess.run([sys.executable, "-m", "pytest", *arguments], cwd=ROOT, capture_output=True, text=True,
+                           timeout=300, env=env))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return tuple(line for line in proc.stdout.splitlines() if "::" in line)
 

@@ -1,0 +1,133 @@
+"""Inner pytest runs forked from a process that has imported torch, pytest and the plugin already.
+
+An inner ``python -m pytest`` spends most of its CPU before it collects anything: importing torch (2.5-3 s of a
+core on the project's 2-core runners) and pytest with the plugin. The plugin's own tests start hundreds of
+them. :class:`ForkServer` keeps one process per test process that has done those imports once and forks a
+child per inner run; the child takes the run's folder, environment, arguments and output files, and runs
+pytest's console entry point as ``python -m pytest`` would, exiting as a process does (threads joined, exit
+handlers run).
+
+A run whose environment changes what an interpreter reads only at start-up (``PYTHON*``, ``LD_*``, thread-pool
+and torch variables) cannot be served by a fork of a process that has started already: :func:`forkable` says
+so, and such runs start a fresh interpreter, as do the runs of a test that asks for one.
+
+The server's own code is :mod:`tests.forkserver_main`, started by path so that nothing of ``tests`` is
+imported into the processes it forks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+SERVER_MAIN = Path(__file__).with_name("forkserver_main.py")
+# What an interpreter reads only while it starts (or torch reads while it is imported): a run whose environment
+# differs from the server's in one of these gets a fresh interpreter.
+STARTUP_PREFIXES = ("PYTHON", "LD_", "OMP_", "MKL_", "KMP_", "GOMP_", "TORCH_", "CUDA_", "NCCL_", "MALLOC_")
+ENABLED_ENV = "DMLBENCH_TEST_FORKSERVER"
+
+
+def enabled() -> bool:
+    """Whether inner runs are forked (``DMLBENCH_TEST_FORKSERVER=1``); off, every run starts an interpreter."""
+    return os.environ.get(ENABLED_ENV, "0") == "1"
+
+
+def startup_environment(env: dict[str, str]) -> dict[str, str]:
+    """The part of ``env`` that an interpreter reads only while it starts."""
+    return {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES)}
+
+
+def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
+    """Whether a run in ``env`` can be forked from a server started in ``server_env``."""
+    return startup_environment(env) == startup_environment(server_env)
+
+
+class ForkServerGone(RuntimeError):
+    """The fork server exited or stopped answering."""
+
+
+class ForkServer:
+    """One server process; :meth:`run` forks a child of it per inner pytest run."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = dict(env)
+        self.lock = threading.Lock()  # one run at a time: requests and replies share one pipe
+        self.process = subprocess.Popen(
+            [sys.executable, str(SERVER_MAIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env,
+            cwd=tempfile.gettempdir(), text=True, bufsize=1)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def _reply(self, deadline: float) -> dict[str, int]:
+        assert self.process.stdout is not None
+        while True:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.process.stdout], [], [], max(left, 0))
+            if not ready:
+                raise TimeoutError
+            line = self.process.stdout.readline()
+            if not line:
+                raise ForkServerGone(f"the fork server exited with {self.process.wait()}")
+            reply: dict[str, int] = json.loads(line)
+            return reply
+
+    def run(self, args: list[str], cwd: Path, env: dict[str, str],
+            timeout: float) -> subprocess.CompletedProcess[str]:
+        """``python -m pytest ARGS`` in ``cwd`` with ``env``, forked; raises ``subprocess.TimeoutExpired`` (the run
+        killed) as ``subprocess.run`` does."""
+        assert self.process.stdin is not None
+        with self.lock, tempfile.TemporaryDirectory(prefix="fs-") as scratch:
+            out, err = Path(scratch, "out"), Path(scratch, "err")
+            request = {"args": args, "cwd": str(cwd), "env": env, "out": str(out), "err": str(err)}
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            deadline = time.monotonic() + timeout
+            pid = self._reply(deadline)["pid"]
+            try:
+                returncode = self._reply(deadline)["returncode"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                self._reply(time.monotonic() + 60)  # the server reaps it
+                raise subprocess.TimeoutExpired(["pytest", *args], timeout, out.read_text(errors="replace"),
+                                                err.read_text(errors="replace")) from None
+            return subprocess.CompletedProcess(["pytest", *args], returncode, out.read_text(errors="replace"),
+                                               err.read_text(errors="replace"))
+
+    def close(self) -> None:
+        if self.alive():
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+_SERVERS: list[ForkServer] = []
+
+
+def server_for(env: dict[str, str]) -> ForkServer | None:
+    """This process's fork server if forking is enabled and ``env`` allows it (started on first use, restarted
+    if it died), else None."""
+    if not enabled():
+        return None
+    if _SERVERS and not _SERVERS[0].alive():
+        _SERVERS.pop().close()
+    if not _SERVERS:
+        _SERVERS.append(ForkServer(env))
+    return _SERVERS[0] if forkable(env, _SERVERS[0].env) else None
+
+
+def close_servers() -> None:
+    while _SERVERS:
+        _SERVERS.pop().close()
