@@ -28,12 +28,6 @@ LIB_REF = """
         time.sleep(0.005)
         return 0.0
 
-    def matmul_step(inputs, targets, loss_fn):
-        a = torch.ones(WIDTH, WIDTH)
-        (a @ a).sum()
-        time.sleep(0.005)
-        return 0.0
-
     def work(n):
         total = 0.0
         for i in range(n):
@@ -65,10 +59,6 @@ CASES = """
     def test_calls(dist, dmlbench):
         dmlbench.train(lib.synced_step, BATCH, global_batch_size=2, loss_fn=None)
 
-    @pytest.mark.dmlbench(world_size=2, threshold=50)
-    def test_flops(dist, dmlbench):
-        dmlbench.train(lib.matmul_step, BATCH, global_batch_size=2, loss_fn=None)
-
     @pytest.mark.dmlbench(world_size=2, threshold=50, cpu_threshold=50)
     def test_spin(dist, dmlbench):
         dmlbench(lib.spin)
@@ -77,7 +67,7 @@ CASES = """
     def test_nap(dist, dmlbench):
         dmlbench(lib.nap)
 
-    @pytest.mark.dmlbench(world_size=2, threshold=50)
+    @pytest.mark.dmlbench(world_size=2, threshold=300)  # its wall time (+50 % or so) clear of it: few pairs
     def test_fn_counters(dist, dmlbench):
         dmlbench(lib.synced_call)
 """
@@ -129,10 +119,6 @@ def test_the_added_all_reduce_is_caught_by_its_kind_and_the_table_says_a_counter
         assert kind["kind"] == "regression" and (kind["baseline_median"], kind["current_median"]) == (1.0, 2.0), kind
         assert "any change in the all_reduce calls a step makes is a regression" in str(kind["message"])
         assert "seen by a work counter, which counts exactly and misses speed" in str(kind["message"])
-    fn = verdicts["test_fn_counters"]
-    # negative controls: the unchanged kind and the same 64 floats read unchanged; the larger product is seen
-    assert fn["collective_calls_per_step.broadcast"]["kind"] == fn["comm_bytes_per_step"]["kind"] == "unchanged", fn
-    assert fn["flops_per_step"]["kind"] == "regression", fn["flops_per_step"]
     assert not any(name.startswith("collective_calls_per_step.") for name in verdicts["test_nap"])  # calls none
     output = quiet.output
     assert "REGRESSION collective_calls_per_step.all_reduce (work counter): x2 worse" in output, output
@@ -141,10 +127,11 @@ def test_the_added_all_reduce_is_caught_by_its_kind_and_the_table_says_a_counter
 
 
 def test_more_counted_work_is_a_regression_of_flops(quiet: QuietRun) -> None:
-    verdicts = quiet.verdicts
-    flops = verdicts["test_flops"]["flops_per_step"]
+    fn = quiet.verdicts["test_fn_counters"]  # dmlbench(fn): its FLOPs counted in the untimed warm-up round
+    flops = fn["flops_per_step"]
     assert flops["kind"] == "regression" and flops["current_median"] == 8 * flops["baseline_median"], flops  # type: ignore[operator]
-    assert verdicts["test_flops"]["collective_calls_per_step"]["kind"] == "unchanged"  # negative control
+    # negative controls: the unchanged kind and the same 64 floats read unchanged, exactly
+    assert fn["collective_calls_per_step.broadcast"]["kind"] == fn["comm_bytes_per_step"]["kind"] == "unchanged", fn
 
 
 def test_cpu_time_sees_more_work_and_not_a_sleep(quiet: QuietRun) -> None:
