@@ -88,20 +88,20 @@ def uses_hypothesis(folder: Path) -> bool:
     return False
 
 
-def run_pytest(folder: Path, *args: str, timeout: float = 300, fresh: bool = False, **env: str) -> Outcome:
+def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Outcome:
     """Run ``python -m pytest`` in ``folder`` (its own rootdir) and capture everything it prints; its
     ``TMPDIR`` is the test's :func:`inner_tmpdir` unless ``env`` names one.
 
     Hypothesis's pytest plugin imports all of Hypothesis at every session's end (about 1 s of a loaded core),
     so it is loaded only where the folder's files use Hypothesis. With ``DMLBENCH_TEST_FORKSERVER=1`` the run
     is forked from a process that has imported torch and the plugin already (:mod:`tests.forkserver`) unless
-    ``fresh`` asks for a new interpreter or ``env`` sets what only an interpreter's start reads."""
+    ``env`` sets what only an interpreter's start reads."""
     (folder / "pytest.ini").exists() or (folder / "pytest.ini").write_text("[pytest]\n")
     env.setdefault("TMPDIR", str(inner_tmpdir()))
     plugins = () if uses_hypothesis(folder) else ("-p", "no:hypothesispytest")
     arguments = ["-p", "no:cacheprovider", "-p", "no:randomly", *plugins, *args]
     environment = clean_env(**env)
-    server = None if fresh else forkserver.server_for(environment)
+    server = forkserver.server_for(environment)
     if server is not None:
         proc = server.run(arguments, folder, environment, timeout)
     else:
