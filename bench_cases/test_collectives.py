@@ -4,6 +4,8 @@ physical ceiling of any collective on one machine)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_dmlbench.measure.bandwidth import memcpy_gbps
@@ -21,7 +23,7 @@ def iterations_for(nbytes: int) -> int:
 @pytest.mark.dmlbench_smoke("size")
 @pytest.mark.parametrize("size", list(SIZES), ids=list(SIZES))
 @pytest.mark.parametrize("op", OPS, ids=OPS)
-def test_collective_bandwidth(dist, dmlbench, op: str, size: str) -> None:
+def test_collective_bandwidth(dist: Any, dmlbench: Any, op: str, size: str) -> None:
     nbytes = SIZES[size]
     # 10 rounds: two blocks of 5, the fewest a stored-baseline test can judge
     result = dmlbench.collective(op, nbytes, iters=iterations_for(nbytes), warmup=2, rounds=10)
@@ -29,6 +31,6 @@ def test_collective_bandwidth(dist, dmlbench, op: str, size: str) -> None:
 
 
 @pytest.mark.dmlbench(world_size=1)
-def test_memcpy_ceiling(dist, dmlbench) -> None:
+def test_memcpy_ceiling(dist: Any, dmlbench: Any) -> None:
     """The memory-copy bandwidth of a 64 MB ``Tensor.copy_``, the ceiling busbw is read against."""
     dmlbench.record("memcpy_gbps", memcpy_gbps(64 << 20, iters=5, rounds=7))

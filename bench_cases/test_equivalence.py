@@ -168,7 +168,7 @@ def check_pipeline_equals_unsplit(stages: int, micro_batches: int, momentum: flo
         inputs, targets = shard(batch, strategy.data_rank, strategy.data_world_size)
         loss = strategy.step(inputs, targets, recording_loss)
         optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(reference(batch[0]), batch[1]).backward()
+        F.cross_entropy(reference(batch[0]), batch[1]).backward()  # type: ignore[no-untyped-call]  # untyped in torch
         with torch.no_grad():
             expected_out = reference(inputs)
         expected_loss = float(F.cross_entropy(expected_out, targets))
@@ -203,7 +203,7 @@ def exact_first_step_gradient(model_name: str, dtype: torch.dtype,
     model = make_model(model_name, dtype)
     reference = copy.deepcopy(model)
     batch = make_batches(model_name, dtype, steps=1, n=n)[0]
-    F.cross_entropy(reference(batch[0]), batch[1]).backward()
+    F.cross_entropy(reference(batch[0]), batch[1]).backward()  # type: ignore[no-untyped-call]  # untyped in torch
     return model, flat_grads(reference.parameters()), batch
 
 
@@ -235,7 +235,7 @@ def check_powersgd_projection(model_name: str, n: int = GLOBAL_BATCH) -> None:
     for step, batch in enumerate(make_batches(model_name, dtype, steps=4, n=n), start=1):
         reference.load_state_dict(strategy.model.state_dict())
         reference.zero_grad(set_to_none=True)
-        F.cross_entropy(reference(batch[0]), batch[1]).backward()
+        F.cross_entropy(reference(batch[0]), batch[1]).backward()  # type: ignore[no-untyped-call]  # untyped in torch
         strategy.step(*batch_for(strategy, batch), F.cross_entropy)
         for got_param, exact_param in zip(strategy.model.parameters(), reference.parameters(), strict=True):
             assert got_param.grad is not None and exact_param.grad is not None

@@ -9,12 +9,12 @@ competes with the training step (and the other workers) for the same two cores.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from pytest_dmlbench.sweeps.loader import AugmentedImages
 from pytest_dmlbench.training import models
@@ -48,7 +48,9 @@ def test_loader_sweep(dist: Any, dmlbench: Any, num_workers: int, batch_size: in
 
 def run_sweep_point(dmlbench: Any, num_workers: int, batch_size: int, train: bool) -> None:
     dataset = AugmentedImages(batch_size * BATCHES_PER_ROUND, seed=0)
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, shuffle=False)
+    # DataLoader takes any map-style dataset (a length and items by index); torch types it as its Dataset class
+    loader = DataLoader(cast("Dataset[tuple[torch.Tensor, int]]", dataset), batch_size=batch_size,
+                        num_workers=num_workers, shuffle=False)
     model = models.small_cnn(seed=0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     seen = [0]
@@ -60,7 +62,7 @@ def run_sweep_point(dmlbench: Any, num_workers: int, batch_size: int, train: boo
             seen[0] += len(inputs)
             if train:
                 optimizer.zero_grad(set_to_none=True)
-                F.cross_entropy(model(inputs), targets).backward()
+                F.cross_entropy(model(inputs), targets).backward()  # type: ignore[no-untyped-call]  # untyped in torch
                 optimizer.step()
 
     dmlbench.pedantic(one_round, rounds=ROUNDS, warmup=WARMUP,

@@ -9,6 +9,7 @@ measurement targets listed in the README. Run with::
 
 from __future__ import annotations
 
+import functools
 import mmap
 import time
 from collections.abc import Callable
@@ -21,12 +22,11 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from pytest_dmlbench.errors import NotJudged
+from pytest_dmlbench.errors import CollectiveCheckFailed, NotJudged
 from pytest_dmlbench.measure.bandwidth import busbw_gbps
 from pytest_dmlbench.measure.clock import now
 from pytest_dmlbench.measure.collective_bench import (
     BENCH_COLLECTIVES,
-    CollectiveCheckFailed,
     bench_collective,
     check_collective,
 )
@@ -138,9 +138,10 @@ def _sleeping_hook(inner: Any, seconds: float, slept: list[float]) -> Any:
         slept.append(now() - start)
         return done.value()
 
-    # Unannotated on purpose: DDP compares the annotations it finds with the real classes, and under
-    # ``from __future__ import annotations`` they would be strings.
-    def sleeping_hook(state, bucket):
+    # DDP compares the hook's signature with its classes, and under ``from __future__ import annotations``
+    # these annotations are strings: ``wraps`` gives it ``inner``'s signature, as measure/comm.py does.
+    @functools.wraps(inner)
+    def sleeping_hook(state: Any, bucket: Any) -> Any:
         future = inner(state, bucket)
         return future.then(sleep_then_pass) if bucket.is_last() else future
 

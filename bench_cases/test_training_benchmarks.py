@@ -30,7 +30,8 @@ ROUNDS = 10
 
 
 def shard_of(batch: tuple[torch.Tensor, torch.Tensor], dist: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [shard(batch, dist.rank, dist.world_size)]
+    inputs, targets = shard(batch, dist.rank, dist.world_size)
+    return [(inputs, targets)]
 
 
 STRATEGY_OPTIONS: dict[str, dict[str, Any]] = {
@@ -51,7 +52,7 @@ def test_strategy_training(dist: Any, dmlbench: Any, name: str) -> None:
     """Every strategy on the seed studies' small CNN: the same model, data and world."""
     strategy = build(name, models.small_cnn(seed=0), lr=0.05, momentum=0.9, **STRATEGY_OPTIONS[name])
     batch = synthetic_images(PER_RANK_BATCH * dist.world_size, seed=1)
-    strategy.step(*shard(batch, dist.rank, dist.world_size), F.cross_entropy)
+    strategy.step(*shard_of(batch, dist)[0], F.cross_entropy)
     result = dmlbench.train(strategy, shard_of(batch, dist), global_batch_size=PER_RANK_BATCH * dist.world_size,
                             loss_fn=F.cross_entropy, twin=strategy.twin(), rounds=ROUNDS)
     assert all(loss == loss for loss in result.losses), "a training loss is NaN"
@@ -68,10 +69,12 @@ def test_model_parallel_training(dist: Any, dmlbench: Any, name: str) -> None:
     whole batch and a slice of each layer pair (``strategy.data_rank``/``data_world_size`` say which)."""
     strategy = build(name, models.tiny_mlp(in_features=256, hidden=MLP_WIDTH, seed=0), lr=0.05, momentum=0.9)
     batch = synthetic_classification(PER_RANK_BATCH * dist.world_size, shape=(256,), seed=1)
-    shard_batch = shard(batch, strategy.data_rank, strategy.data_world_size)
-    strategy.step(*shard_batch, F.cross_entropy)
-    result = dmlbench.train(strategy, [shard_batch], global_batch_size=PER_RANK_BATCH * dist.world_size,
-                            loss_fn=F.cross_entropy, twin=strategy.twin(), rounds=ROUNDS)
+    assert strategy.data_rank is not None  # each of these strategies gives every rank data
+    shard_inputs, shard_targets = shard(batch, strategy.data_rank, strategy.data_world_size)
+    strategy.step(shard_inputs, shard_targets, F.cross_entropy)
+    result = dmlbench.train(strategy, [(shard_inputs, shard_targets)],
+                            global_batch_size=PER_RANK_BATCH * dist.world_size, loss_fn=F.cross_entropy,
+                            twin=strategy.twin(), rounds=ROUNDS)
     assert all(loss == loss for loss in result.losses), "a training loss is NaN"
 
 
@@ -83,7 +86,7 @@ def test_deepspeed_training(dist: Any, dmlbench: Any, zero_stage: int) -> None:
     """DeepSpeed's engine (ZeRO 0-2) on the same model, data and world as test_strategy_training."""
     strategy = build("deepspeed", models.small_cnn(seed=0), lr=0.05, momentum=0.9, zero_stage=zero_stage)
     batch = synthetic_images(PER_RANK_BATCH * dist.world_size, seed=1)
-    strategy.step(*shard(batch, dist.rank, dist.world_size), F.cross_entropy)
+    strategy.step(*shard_of(batch, dist)[0], F.cross_entropy)
     dmlbench.train(strategy, shard_of(batch, dist), global_batch_size=PER_RANK_BATCH * dist.world_size,
                    loss_fn=F.cross_entropy, twin=strategy.twin(), rounds=ROUNDS)
 
@@ -150,12 +153,12 @@ def test_time_to_accuracy(dist: Any, dmlbench: Any, lr: float, learns: bool) -> 
     data, labels = synthetic_classification(1024, seed=3)  # one teacher: train on half, test on the rest
     inputs, targets, test_x, test_y = data[:512], labels[:512], data[512:], labels[512:]
     strategy = build("ddp", models.tiny_mlp(seed=0), lr=lr, momentum=0.9)
-    local = shard((inputs, targets), dist.rank, dist.world_size)
+    local_inputs, local_targets = shard((inputs, targets), dist.rank, dist.world_size)
     begin = time.perf_counter()
     reached = float("nan")
     accuracy = 0.0
     for step in range(300):
-        strategy.step(*local, F.cross_entropy)
+        strategy.step(local_inputs, local_targets, F.cross_entropy)
         if step % 10 == 9:
             accuracy = evaluate(strategy.model, test_x, test_y)
             agreed = torch.tensor([accuracy], dtype=torch.float64)

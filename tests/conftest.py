@@ -165,7 +165,7 @@ def world1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
     if dist.is_initialized():
         pytest.skip("a process group is already initialised in this process")
-    store = dist.FileStore(str(tmp_path_factory.mktemp("store") / "store"), 1)
+    store = dist.FileStore(str(tmp_path_factory.mktemp("store") / "store"), 1)  # type: ignore[attr-defined,unused-ignore]
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     yield
     dist.destroy_process_group()

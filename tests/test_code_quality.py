@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.baseline.test_torch_floor import install_pin
 
@@ -59,6 +60,14 @@ def test_the_whole_package_passes_mypy_strict() -> None:
     """``[tool.mypy]`` says ``strict = true``; this holds it there even if the setting is edited away."""
     result = _run("mypy", "--strict", "pytest_dmlbench")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_the_pinned_torch
+def test_mypy_covers_the_tests_and_the_bench_cases() -> None:
+    """``mypy`` with no arguments (the run above) checks the tests and the benchmark cases with the package:
+    this holds them there if they are edited out of ``[tool.mypy] files``."""
+    files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
+    assert {"pytest_dmlbench", "tests", "bench_cases"} <= set(files), files
 
 
 TORCH_SUBCLASS = "pytest_dmlbench/world/simulated/process_group.py"  # subclasses torch's pybind ProcessGroup

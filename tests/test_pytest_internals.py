@@ -60,7 +60,9 @@ def test_assertion_explanations_are_installed_and_put_back(pytester: pytest.Pyte
     before = util._reprcompare
     with assertion_explanations(config):
         assert util._reprcompare is not before
-        explanation = util._reprcompare("==", [1, 2, 3], [1, 2, 4])
+        installed = util._reprcompare
+        assert installed is not None
+        explanation = installed("==", [1, 2, 3], [1, 2, 4])
     assert util._reprcompare is before
     assert explanation is not None and "At index 2 diff" in explanation
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,6 @@ from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import BaselineIdentity
 from pytest_dmlbench.baseline.store import BaselineStore, case_filename, load_folder
 from pytest_dmlbench.errors import BaselineError
-from pytest_dmlbench.results import jsonio
 from tests.results.casefactory import MACHINE, make_case
 
 NODEID = "bench_cases/test_ddp.py::test_step[ddp-ws4]"
@@ -126,7 +126,7 @@ def test_node_ids_differing_only_in_punctuation_get_different_files() -> None:
     assert case_filename("t.py::f[a/b]") != case_filename("t.py::f[a-b]")
 
 
-UNUSABLE = {
+UNUSABLE: dict[str, Callable[[bytes], bytes]] = {
     "truncated": lambda good: good[: len(good) // 2],
     "empty": lambda good: b"",
     "not-json": lambda good: b"<html>not a baseline</html>",
@@ -207,7 +207,7 @@ def test_failed_write_leaves_the_old_file_and_no_temp_file(
     def crash(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(jsonio.os, "replace", crash)
+    monkeypatch.setattr(os, "replace", crash)  # the os module jsonio writes with
     with pytest.raises(OSError, match="No space left"):
         store.save_case(make_case(NODEID, seed=2))
     monkeypatch.undo()

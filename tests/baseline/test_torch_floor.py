@@ -14,7 +14,7 @@ def declared_floor(pyproject: str) -> str:
     """The ``X.Y`` of ``torch>=X.Y`` among the package's dependencies."""
     found = re.findall(r'^\s*"torch>=(\d+\.\d+)",', pyproject, re.MULTILINE)
     assert len(found) == 1, f"expected one 'torch>=X.Y' dependency, found {found}"
-    return found[0]
+    return str(found[0])
 
 
 def install_pin(install_script: str, kind: str) -> str:

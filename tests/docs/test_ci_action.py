@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -33,8 +34,9 @@ def example_workflows() -> dict[str, str]:
     return found
 
 
-def action() -> dict:
-    return yaml.safe_load(ACTION.read_text())
+def action() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(ACTION.read_text())
+    return loaded
 
 
 def lint(tmp_path: Path, workflow: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ def nightly_cpu_threshold(script: str) -> str:
     """The default percent nightly.sh judges CPU time at; AssertionError when it is not passed to pytest."""
     (default,) = DEFAULT.findall(script)
     assert '--dmlbench-cpu-threshold "$cpu_threshold"' in script, "nightly.sh does not pass its CPU threshold"
-    return default
+    return str(default)
 
 
 def test_the_nightly_judges_cpu_time_at_the_threshold_the_docs_state() -> None:

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from pytest_dmlbench.drift.history import (
-    HistoryError,
     append_night,
     load_history,
     night_from_results,
     paired_ratio,
     series,
 )
+from pytest_dmlbench.errors import HistoryError
 from tests.drift.nights import NODEID, night_results
 
 
@@ -27,7 +27,7 @@ def test_a_night_round_trips_with_its_medians_and_paired_ratio(tmp_path: Path) -
     assert loaded == night
     step = loaded.points[(NODEID, "step_time_s")]
     assert step.median == pytest.approx(results.cases[0].metrics["step_time_s"].stats.median)
-    assert (step.better, step.unit, step.ratio) == ("lower", "s", pytest.approx(1.05))
+    assert step.better == "lower" and step.unit == "s" and step.ratio == pytest.approx(1.05)
     assert loaded.points[(NODEID, "throughput_samples_per_s")].better == "higher"
     assert (NODEID, "compute_comm_ratio") not in loaded.points  # informational: never judged
     assert (loaded.commit, loaded.ref, loaded.ref_commit) == ("ab" * 20, "HEAD~1", "f" * 40)

@@ -65,7 +65,7 @@ SAVES = 3  # saved runs before the stored rule judges a figure timed per round (
 def save(folder: Path, *args: str, **env: str) -> None:
     """Save the baselines SAVES times, each a run of its own, as `ci/refresh_baselines.sh` does."""
     for _ in range(SAVES):
-        saved = run_pytest(folder, "--dmlbench", "--dmlbench-save", *args, **env)
+        saved = run_pytest(folder, "--dmlbench", "--dmlbench-save", *args, timeout=300, **env)
         assert saved.returncode == 0, saved.output
 
 
@@ -129,7 +129,7 @@ def compare(shared_sessions: SharedSessions, project: Path, name: str, slowdown:
     def build(_: Path) -> dict[str, Any]:
         summary.write_text("earlier step\n")
         return asdict(run_pytest(project, "--dmlbench", "--dmlbench-json", results.name, "--junitxml", junit.name,
-                                 SLOWDOWN=slowdown, GITHUB_STEP_SUMMARY=str(summary), **env))
+                                 SLOWDOWN=slowdown, GITHUB_STEP_SUMMARY=str(summary), timeout=300, **env))
 
     outcome, _ = shared_sessions.get(name, build)
     return Compared(Outcome(**outcome), results, junit, summary)
@@ -295,7 +295,7 @@ def identities(shared_sessions: SharedSessions) -> Identities:
 
 
 @pytest.fixture(scope="module")
-def compared_at_ws2(shared_sessions: SharedSessions, identities: Identities) -> dict[str, dict]:
+def compared_at_ws2(shared_sessions: SharedSessions, identities: Identities) -> dict[str, dict[str, Any]]:
     """Every identity case compared at world size 2, the size it was saved at: nodeid's name -> JSON case."""
     results = identities.project / "ws2.json"
 
@@ -309,7 +309,7 @@ def compared_at_ws2(shared_sessions: SharedSessions, identities: Identities) -> 
 
 
 def test_baselines_of_another_world_size_make_every_verdict_new_naming_them(
-        identities: Identities, compared_at_ws2: dict[str, dict], tmp_path: Path) -> None:
+        identities: Identities, compared_at_ws2: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     project = identities.project
     (saved,) = [f for f in identities.saved if f.name.startswith("test_tiny")]
     assert saved.parent.name == "ws2-gloo-fork-persistent"
@@ -331,7 +331,7 @@ def test_baselines_of_another_world_size_make_every_verdict_new_naming_them(
 
 
 def test_a_case_marked_fresh_keeps_its_baseline_under_the_fresh_identity(
-        identities: Identities, compared_at_ws2: dict[str, dict]) -> None:
+        identities: Identities, compared_at_ws2: dict[str, dict[str, Any]]) -> None:
     folders = {f.stem.split("test_iso.py__")[-1].rsplit("-", 1)[0]: f.parent.name
                for f in identities.saved if not f.name.startswith("test_tiny")}
     # the marker's isolation counts, not the run's (negative control: the unmarked case beside it)

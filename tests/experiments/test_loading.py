@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.experiments import ExperimentFileError, load_file
+from pytest_dmlbench.experiments import Experiment, ExperimentFileError, load_file
 
 DEFAULTS_FIELDS = ("model, dataset, data_dir, strategy, framework, world_size, batch_size, epochs, "
                    "max_batches_per_epoch, eval_batches, lr, momentum, seed, threshold, timeout, pair_budget, "
@@ -118,7 +118,7 @@ BAD_FILES = [
 ]
 
 
-def _load(tmp_path: Path, name: str, text: str, world_size: int = 2) -> list:
+def _load(tmp_path: Path, name: str, text: str, world_size: int = 2) -> list[Experiment]:
     (tmp_path / name).write_text(text)
     return load_file(tmp_path / name, default_world_size=world_size, shown=name)
 

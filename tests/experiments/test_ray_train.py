@@ -15,6 +15,7 @@ import importlib.util
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,8 +42,8 @@ FIGURES = {"total_time_s", "epoch_time_s", "throughput_samples_per_s", "loss", "
 RAY_TRAIN_INSTALLED = importlib.util.find_spec("ray") is not None and importlib.util.find_spec("ray.train") is not None
 
 
-def samples(case: dict, metric: str) -> list[float]:
-    return case["metrics"][metric]["samples"]
+def samples(case: dict[str, Any], metric: str) -> list[float]:
+    return [float(sample) for sample in case["metrics"][metric]["samples"]]
 
 
 @pytest.mark.slow

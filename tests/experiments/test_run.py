@@ -8,6 +8,7 @@ import json
 import math
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,8 +67,8 @@ def write_fake_cifar(folder: Path, train_images: int) -> None:
         pickle.dump({b"label_names": [f"c{i}".encode() for i in range(10)]}, handle)
 
 
-def samples(case: dict, metric: str) -> list[float]:
-    return case["metrics"][metric]["samples"]
+def samples(case: dict[str, Any], metric: str) -> list[float]:
+    return [float(sample) for sample in case["metrics"][metric]["samples"]]
 
 
 def test_experiments_run_are_measured_saved_and_judged(tmp_path: Path) -> None:

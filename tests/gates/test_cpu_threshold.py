@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.config import ConfigError, case_settings
+from pytest_dmlbench.config import case_settings
+from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.paired.pairs import BlockPair, ListSource
 from pytest_dmlbench.gates.paired.stage import CaseJudgement

@@ -228,7 +228,8 @@ def test_negative_controls_real_changes_fail_where_noise_did_not(tmp_path: Path)
     confirmed = found["test_first_stage_only"]["step_time_s"]
     assert confirmed["kind"] == "regression" and "confirmed yes" in str(confirmed["message"])
     estimate = confirmed["paired"]  # the deciding stage's estimate, beyond the 50 % threshold
-    assert estimate["stage"] == "confirmation" and estimate["estimate"] > 1.5, estimate  # type: ignore[index,operator]
+    assert isinstance(estimate, dict), estimate
+    assert estimate["stage"] == "confirmation" and estimate["estimate"] > 1.5, estimate
     run.lines.fnmatch_lines(["*dispatch_overhead_s regressed against REF HEAD (*): * ms -> * ms, x* slower*"])
 
 

@@ -16,8 +16,10 @@ import pytest
 from pytest_dmlbench.gates.paired.recorded import CANARY, RecordedCase, load_recorded, resampled, slowed
 from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.replay import Replay, recorded_pair_seconds, replay_night
+from pytest_dmlbench.results import Direction
 
-FIGURES = {"step_time_s": ("s", "lower"), "throughput_samples_per_s": ("samples/s", "higher")}
+FIGURES: dict[str, tuple[str, Direction]] = {"step_time_s": ("s", "lower"),
+                                             "throughput_samples_per_s": ("samples/s", "higher")}
 
 
 def _case(nodeid: str = "t.py::test_x", noise: float = 0.03, runs: int = 3, pairs: int = 12,
@@ -33,7 +35,7 @@ def _case(nodeid: str = "t.py::test_x", noise: float = 0.03, runs: int = 3, pair
             run.append(({"step_time_s": a, "throughput_samples_per_s": 64 / a},
                         {"step_time_s": b, "throughput_samples_per_s": 64 / b}))
         recorded.append(run)
-    return RecordedCase(nodeid, 2, 10.0, dict(FIGURES), recorded, [1.0] * runs, 60.0)  # type: ignore[arg-type]
+    return RecordedCase(nodeid, 2, 10.0, dict(FIGURES), recorded, [1.0] * runs, 60.0)
 
 
 def test_resampling_draws_runs_of_consecutive_pairs() -> None:
@@ -145,7 +147,7 @@ def test_a_replayed_night_adjusts_for_the_recorded_canary_when_told() -> None:
 
 def test_recorded_pairs_are_read_from_a_results_file(tmp_path: Path) -> None:
     stage = {"a_first": [True, False], "a": {"step_time_s": [0.011, 0.012]}, "b": {"step_time_s": [0.010, 0.012]}}
-    results = {"run": {"threshold_pct": 10}, "cases": [
+    results: dict[str, Any] = {"run": {"threshold_pct": 10}, "cases": [
         {"nodeid": "t.py::test_x", "world_size": 4, "threshold_pct": None,
          "metrics": {"step_time_s": {"unit": "s", "better": "lower"}, "peak_rss_mb": {"unit": "MB", "better": "lower"}},
          "extra": {"paired": {"block_medians": [stage], "seconds": 4.0, "budget_s": 60.0}}}]}
@@ -179,7 +181,7 @@ def test_a_recording_that_keeps_memory_readings_replays_memory_peaks(tmp_path: P
     stage = {"a_first": [i % 2 == 0 for i in range(pairs)],
              "a": {"step_time_s": [0.010 + 1e-4 * (i % 3) for i in range(pairs)], "peak_rss_mb": [520.0] * pairs},
              "b": {"step_time_s": [0.010 + 1e-4 * (i % 2) for i in range(pairs)], "peak_rss_mb": [500.0] * pairs}}
-    results = {"run": {"threshold_pct": 10}, "cases": [
+    results: dict[str, Any] = {"run": {"threshold_pct": 10}, "cases": [
         {"nodeid": "t.py::test_x", "world_size": 4, "threshold_pct": None,
          "metrics": {"step_time_s": {"unit": "s", "better": "lower"}, "peak_rss_mb": {"unit": "MB", "better": "lower"}},
          "extra": {"paired": {"block_medians": [stage], "seconds": 8.0, "budget_s": 60.0}}}]}

@@ -32,7 +32,7 @@ def test_change_text(reference: float | None, current: float | None, better: str
 def test_a_worse_figure_never_reads_as_a_negative_percentage() -> None:
     for ratio in (0.3, 0.5, 0.84, 0.99, 1.01, 1.19, 2.0, 300.0):
         for better in ("lower", "higher"):
-            text = change_text(100.0, 100.0 * ratio, better, "s")  # type: ignore[arg-type]
+            text = change_text(100.0, 100.0 * ratio, better, "s")
             assert "-" not in text, text
             worse = ratio > 1 if better == "lower" else ratio < 1
             assert text.split()[-2 if "(" in text else -1] in ("slower" if worse else "faster",), text

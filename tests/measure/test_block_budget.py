@@ -36,12 +36,12 @@ def test_a_block_sets_the_rounds_of_pedantic_and_of_train() -> None:
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 
-    def step(inputs: torch.Tensor, targets: torch.Tensor, loss_fn: Callable[..., torch.Tensor]) -> torch.Tensor:
+    def step(inputs: torch.Tensor, targets: torch.Tensor, loss_fn: Callable[..., torch.Tensor]) -> float:
         optimizer.zero_grad()
         loss = loss_fn(model(inputs), targets)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # untyped in torch
         optimizer.step()
-        return loss
+        return float(loss.detach())
 
     trained = RankBench(LOCAL, BUDGET)
     trained.train(step, [(torch.randn(2, 4), torch.randn(2, 1))], global_batch_size=2,

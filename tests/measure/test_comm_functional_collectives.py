@@ -45,7 +45,7 @@ def test_a_functional_all_reduce_is_counted_and_left_a_tensor(world1: None) -> N
         assert funcol.all_reduce is not plain
         result = funcol.all_reduce(torch.ones(4), "sum", world_group())
         assert isinstance(result, torch.Tensor)  # not wrapped like an asynchronous Work
-        assert torch.equal(funcol.wait_tensor(result), torch.ones(4))
+        assert torch.equal(funcol.wait_tensor(result), torch.ones(4))  # type: ignore[no-untyped-call]  # untyped in torch
     assert funcol.all_reduce is plain
     assert counter.ops["all_reduce"].calls == 1
     assert counter.bytes == 0  # nothing leaves a one-rank group
@@ -57,7 +57,7 @@ def test_every_group_form_is_resolved(world1: None) -> None:
     groups: list[Any] = [world_group(), world_group().group_name, mesh, (mesh, 0)]
     with instrument_collectives() as counter:
         for group in groups:
-            funcol.wait_tensor(funcol.all_reduce(torch.ones(2), "sum", group))
+            funcol.wait_tensor(funcol.all_reduce(torch.ones(2), "sum", group))  # type: ignore[no-untyped-call]  # untyped in torch
     assert counter.ops["all_reduce"].calls == len(groups)
 
 
@@ -74,10 +74,10 @@ def test_the_interceptor_sees_functional_collectives_under_their_names(world1: N
     try:
         with instrument_collectives() as counter:
             gathered = funcol.all_gather_single_autograd(torch.ones(3), 0, world_group())
-            funcol.wait_tensor(funcol.reduce_scatter_single(torch.ones(4), "sum", 0, world_group()))
+            funcol.wait_tensor(funcol.reduce_scatter_single(torch.ones(4), "sum", 0, world_group()))  # type: ignore[no-untyped-call]  # untyped in torch
     finally:
         comm.set_interceptor(previous)
-    assert torch.equal(funcol.wait_tensor(gathered), torch.ones(3))
+    assert torch.equal(funcol.wait_tensor(gathered), torch.ones(3))  # type: ignore[no-untyped-call]  # untyped in torch
     assert seen == [("all_gather_single", 0), ("reduce_scatter_single", 0)]
     assert sorted(counter.ops) == ["all_gather_single", "reduce_scatter_single"]
 

@@ -118,7 +118,11 @@ class _WorkCompletedByAnotherThread:
         return self.future
 
     def complete_soon(self) -> threading.Thread:
-        thread = threading.Thread(target=lambda: (time.sleep(0.05), self.future.set_result([torch.ones(1)])))
+        def complete() -> None:
+            time.sleep(0.05)
+            self.future.set_result([torch.ones(1)])
+
+        thread = threading.Thread(target=complete)
         thread.start()
         return thread
 

@@ -130,7 +130,7 @@ def _child_collections(conn: Any) -> None:
 
     seen: list[int] = []
     gc.callbacks.append(lambda phase, info: seen.append(info["generation"]) if phase == "start" else None)
-    garbage = [[] for _ in range(20_000)]  # enough allocations for several automatic collections
+    garbage: list[list[object]] = [[] for _ in range(20_000)]  # enough allocations for several automatic collections
     del garbage
     conn.send(seen)
     conn.close()
@@ -145,7 +145,7 @@ def _forked_child_collects(after: Callable[[], object]) -> list[int]:
     gc.collect()
     gc.disable()  # no automatic collection while they are made: they stay young, as a case leaves them
     try:
-        kept = [[] for _ in range(len(gc.get_objects()) // 2)]
+        kept: list[list[object]] = [[] for _ in range(len(gc.get_objects()) // 2)]
     finally:
         gc.enable()
     for _ in range(12):  # a few cases' worth of starts and ends

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
+from torch.nn.functional import mse_loss  # the steps here ignore their loss function
 
 from pytest_dmlbench.measure.rounds import RoundPlan
 from pytest_dmlbench.measure.runner import benchmark_training, time_callable
@@ -28,25 +29,25 @@ def _linear_step(width: int) -> Any:
 
 def test_flops_per_step_are_counted_exactly_and_grow_with_the_counted_work() -> None:
     plan = RoundPlan(warmup=1, rounds=3)
-    small = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=None, plan=plan)
-    large = benchmark_training(_linear_step(16), [(0, 0)], global_batch_size=2, loss_fn=None, plan=plan)
+    small = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=mse_loss, plan=plan)
+    large = benchmark_training(_linear_step(16), [(0, 0)], global_batch_size=2, loss_fn=mse_loss, plan=plan)
     # forward 2*2*8*4 = 128, backward as much again (the weight's gradient; the input needs none): 256 FLOPs at
     # width 8, 512 at 16
     assert small.metrics["flops_per_step"].samples == [256.0] * 3
     assert large.metrics["flops_per_step"].samples == [512.0] * 3
-    again = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=None, plan=plan)
+    again = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=mse_loss, plan=plan)
     assert again.metrics["flops_per_step"].samples == small.metrics["flops_per_step"].samples  # equal across runs
 
 
 def test_without_a_warm_up_round_flops_are_not_counted_and_a_note_says_why() -> None:
-    result = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=None,
+    result = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=mse_loss,
                                 plan=RoundPlan(warmup=0, rounds=2))
     assert "flops_per_step" not in result.metrics
     assert any("warm-up round" in note for note in result.notes)
 
 
 def test_a_step_without_collectives_counts_none() -> None:
-    result = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=None,
+    result = benchmark_training(_linear_step(8), [(0, 0)], global_batch_size=2, loss_fn=mse_loss,
                                 plan=RoundPlan(warmup=1, rounds=2))
     assert result.metrics["collective_calls_per_step"].samples == [0.0, 0.0]
 
@@ -65,8 +66,8 @@ def _collective_step(all_reduces: int) -> Any:
 
 def test_calls_are_counted_by_kind_and_an_added_all_reduce_shows_in_its_kind(world1: None) -> None:
     plan = RoundPlan(warmup=1, rounds=3)
-    one = benchmark_training(_collective_step(1), [(0, 0)], global_batch_size=1, loss_fn=None, plan=plan)
-    two = benchmark_training(_collective_step(2), [(0, 0)], global_batch_size=1, loss_fn=None, plan=plan)
+    one = benchmark_training(_collective_step(1), [(0, 0)], global_batch_size=1, loss_fn=mse_loss, plan=plan)
+    two = benchmark_training(_collective_step(2), [(0, 0)], global_batch_size=1, loss_fn=mse_loss, plan=plan)
     assert one.metrics["collective_calls_per_step.all_reduce"].samples == [1.0] * 3
     assert two.metrics["collective_calls_per_step.all_reduce"].samples == [2.0] * 3
     # negative control: the kind that did not change reads the same, and kinds never called are no figures

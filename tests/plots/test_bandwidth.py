@@ -6,12 +6,13 @@ from pathlib import Path
 
 from pytest_dmlbench.plots import bandwidth
 from pytest_dmlbench.plots.figure import new_axes
+from pytest_dmlbench.results import CaseResult
 from tests.plots.conftest import case, drawn, no_warnings, run, y_ticks_in_view
 
 MIN_TICKS = 3
 
 
-def collectives(values: dict[str, float]) -> list:
+def collectives(values: dict[str, float]) -> list[CaseResult]:
     return [case(f"b/test_coll.py::test_allreduce[{size}]", params={"op": "all_reduce", "size": size},
                  busbw_gbps=[v * 0.98, v, v * 1.02]) for size, v in values.items()]
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_dmlbench.plots import scaling
+from pytest_dmlbench.results import RunResults
 from tests.plots.conftest import case, drawn, no_warnings, run
 
 
-def scaling_run(at_two: float) -> list:
+def scaling_run(at_two: float) -> list[RunResults]:
     """One strategy at world sizes 1 and 2 (throughput 100 at one rank, ``at_two`` at two)."""
     return [run(*(case(f"b/test_scale.py::test_weak[ddp-ws{n}]", world_size=n, params={"scaling": str(n)},
                        throughput_samples_per_s=[v * 0.99, v, v * 1.01]) for n, v in ((1, 100.0), (2, at_two))))]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pytest_dmlbench.plots import trend
 from pytest_dmlbench.plots.figure import new_axes
+from pytest_dmlbench.results import RunResults
 from tests.plots.conftest import case, drawn, no_warnings, run, verdict
 
 NODE = "b/test_train.py::test_step[ddp]"
@@ -22,7 +23,7 @@ def band_extents(ax: object) -> list[tuple[float, float]]:
     return bands
 
 
-def wobble_runs() -> list:
+def wobble_runs() -> list[RunResults]:
     """Three runs of one case, 1 % apart; the last compared with the second (unchanged)."""
     first = run(case(NODE, step_time_s=[1.00, 1.00, 1.00]), created="2026-11-20T09:00:00+00:00",
                 commit="aaaaaaa1111")

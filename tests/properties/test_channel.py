@@ -32,7 +32,7 @@ def _run_ranks(world_size: int, body: Callable[[int], Any]) -> list[Any]:
 
 @pytest.mark.parametrize("kind", ["sockets", "store"])
 def test_every_rank_gets_every_payload_in_rank_order(kind: str) -> None:
-    store = td.HashStore()
+    store = td.HashStore()  # type: ignore[attr-defined,unused-ignore]  # not re-exported in torch's stubs
 
     def body(rank: int) -> list[list[bytes]]:
         channel = (LocalSocketChannel.connect(store, rank, 3) if kind == "sockets" else StoreChannel(store, rank, 3))
@@ -44,7 +44,7 @@ def test_every_rank_gets_every_payload_in_rank_order(kind: str) -> None:
 
 
 def test_store_keys_of_finished_exchanges_are_removed() -> None:
-    store = td.HashStore()
+    store = td.HashStore()  # type: ignore[attr-defined,unused-ignore]  # not re-exported in torch's stubs
     _run_ranks(2, lambda rank: [StoreChannel(store, rank, 2).exchange(b"x") for _ in range(1)])
     channels = [StoreChannel(store, rank, 2) for rank in range(2)]
     _run_ranks(2, lambda rank: [channels[rank].exchange(b"y") for _ in range(10)])
@@ -52,7 +52,7 @@ def test_store_keys_of_finished_exchanges_are_removed() -> None:
 
 
 def test_a_vanished_peer_is_reported_not_waited_for() -> None:
-    store = td.HashStore()
+    store = td.HashStore()  # type: ignore[attr-defined,unused-ignore]  # not re-exported in torch's stubs
     channels: dict[int, LocalSocketChannel] = {}
 
     def body(rank: int) -> Any:
@@ -66,7 +66,7 @@ def test_a_vanished_peer_is_reported_not_waited_for() -> None:
 
 
 def test_ranks_out_of_step_are_detected() -> None:
-    store = td.HashStore()
+    store = td.HashStore()  # type: ignore[attr-defined,unused-ignore]  # not re-exported in torch's stubs
 
     def body(rank: int) -> Any:
         channel = LocalSocketChannel.connect(store, rank, 2)

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from pytest_dmlbench import progress
+from pytest_dmlbench.results.table_layout import INDENT
 
 pytest_plugins = ["pytester"]
 
@@ -69,7 +70,7 @@ def _check(lines: list[str], width: int, cases: int, *, xdist: bool = False) -> 
     rising to 100 %; a row ended before each case's line (under xdist two workers' results can arrive
     together, so the lines of several cases may follow one row: a row before each run of case lines)."""
     assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
-    live = [line.startswith(("dmlbench ", progress.INDENT)) for line in lines]
+    live = [line.startswith(("dmlbench ", INDENT)) for line in lines]
     rows = [line for line, is_live in zip(lines, live, strict=True) if not is_live]
     assert all(ROW.match(row) for row in rows), rows
     percentages = [int(m.group(2)) for row in rows if (m := ROW.match(row))]

@@ -3,6 +3,8 @@ data-loader saturation rule."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -20,14 +22,14 @@ class _HoldPerSample(torch.autograd.Function):
     (resident memory) or leaves them unwritten (virtual only: the kernel never backs the pages)."""
 
     @staticmethod
-    def forward(ctx, x, floats, touch):  # type: ignore[no-untyped-def, override]
+    def forward(ctx: Any, x: torch.Tensor, floats: int, touch: bool) -> torch.Tensor:
         make = torch.ones if touch else torch.empty
         held = make(x.shape[0], floats, device=x.device)
         ctx.save_for_backward(held)
         return x.clone()
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[no-untyped-def, override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         return grad, None, None
 
 
@@ -41,7 +43,9 @@ class KnownMemoryModel(nn.Module):
         self.touch = touch
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(_HoldPerSample.apply(x, self.floats, self.touch))
+        held: torch.Tensor = _HoldPerSample.apply(x, self.floats, self.touch)
+        out: torch.Tensor = self.linear(held)
+        return out
 
 
 SAMPLE = (torch.zeros(4), torch.tensor(1))
@@ -111,7 +115,7 @@ def test_cuda_search_logic_with_a_fake_step() -> None:
         if batch > 300:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    calls = []
+    calls: list[str] = []
     fake_cuda = _FakeCuda(calls)
     fits = cuda_step_fits(step, "cuda:0", None, cuda=fake_cuda)
     assert largest_fitting(fits).largest == 300

@@ -36,7 +36,7 @@ def test_format_quantity(value: float | None, unit: str, text: str) -> None:
 
 
 def test_verdict_messages_and_the_table_share_one_formatter() -> None:
-    assert wording.format_quantity is format_quantity
+    assert vars(wording)["format_quantity"] is format_quantity
     scale = scale_for("s", 0.0123)
     assert scale.quantity(0.0123) == format_quantity(0.0123, "s")
     assert scale.quantity(0.0004) == "0.4 ms"  # IQR in the median's unit, not rescaled on its own

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_dmlbench.errors import BaselineError
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_run
+from pytest_dmlbench.results import RunResults
 from pytest_dmlbench.results.report import (
     append_step_summary,
     markdown_summary,
@@ -23,7 +24,7 @@ from tests.results.casefactory import make_case, make_run
 LONG_ID = "bench_cases/test_strategies.py::test_ddp_step[bucketed-resnet18-bs64-ws4-with-a-long-parameter-id]"
 
 
-def compared_run() -> tuple[str, object]:
+def compared_run() -> tuple[str, RunResults]:
     baseline = make_run(
         [make_case(LONG_ID, 0.010, seed=1), make_case("bench_cases/test_x.py::test_y", 0.02, 2)]
     )
@@ -72,7 +73,7 @@ def test_verbose_table_gives_every_metric_in_the_unit_its_name_says() -> None:
 @pytest.mark.parametrize("width", [80, 120])
 def test_compared_table_fits_the_width_shows_whole_short_ids_and_headline_verdicts(width: int) -> None:
     _, results = compared_run()
-    table = terminal_table(results, width=width)  # type: ignore[arg-type]
+    table = terminal_table(results, width=width)
     assert max(len(line) for line in table.splitlines()) <= width
     lines = table.splitlines()
     header = next(line for line in lines if "headline" in line)
@@ -101,13 +102,13 @@ def test_compared_table_fits_the_width_shows_whole_short_ids_and_headline_verdic
 
 def test_compared_verbose_table_has_baseline_change_and_p_values_when_they_fit() -> None:
     _, results = compared_run()
-    table = terminal_table(results, verbose=True, width=120)  # type: ignore[arg-type]
+    table = terminal_table(results, verbose=True, width=120)
     header = next(line for line in table.splitlines() if line.split()[0] == "metric")
     assert header.split()[-3:] == ["baseline", "change", "verdict"]
     step_row = next(line for line in table.splitlines() if line.startswith("- step_time_s")
                     and "REGRESSION" in line)
     assert "REGRESSION p=" in step_row and " s " in step_row and "+" in step_row
-    narrow = terminal_table(results, verbose=True, width=80)  # type: ignore[arg-type]
+    narrow = terminal_table(results, verbose=True, width=80)
     assert max(len(line) for line in narrow.splitlines()) <= 80
     assert "REGRESSION" in narrow and "p=" not in narrow  # the p-values go first
 
@@ -117,7 +118,7 @@ def test_the_compared_column_is_named_ref_when_the_run_was_paired() -> None:
     _, results = compared_run()
     for case in results.cases:
         case.extra["paired"] = {"ref": "HEAD~1"}
-    verbose = terminal_table(results, verbose=True, width=120)  # type: ignore[arg-type]
+    verbose = terminal_table(results, verbose=True, width=120)
     header = next(line for line in verbose.splitlines() if line.split()[0] == "metric")
     assert header.split()[-3:] == ["REF", "change", "verdict"]
     assert headers(results, verbose=True)[-3:] == ["REF", "change", "verdict"]
@@ -145,7 +146,7 @@ def test_cases_come_in_natural_order_of_sizes() -> None:
 
 def test_markdown_summary_has_the_table_and_each_regression_message() -> None:
     nodeid, results = compared_run()
-    text = markdown_summary(results)  # type: ignore[arg-type]
+    text = markdown_summary(results)
     assert text.startswith("## pytest-dmlbench results\n")
     assert "| case " in text and "|---" in text and "<details>" in text and "| case / metric" in text
     assert nodeid in text  # whole, not wrapped or elided
@@ -169,22 +170,22 @@ def test_step_summary_is_appended_to_the_file_named_by_the_environment(
     summary = tmp_path / "summary.md"
     summary.write_text("# earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    assert append_step_summary(results) == summary  # type: ignore[arg-type]
+    assert append_step_summary(results) == summary
     text = summary.read_text()
     assert text.startswith("# earlier step\n## pytest-dmlbench results")
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
-    assert append_step_summary(results) is None  # type: ignore[arg-type]
+    assert append_step_summary(results) is None
 
 
 def test_results_file_round_trip_is_strict_json(tmp_path: Path) -> None:
     _, results = compared_run()
-    results.cases[0].metrics["step_time_s"].samples.append(float("nan"))  # type: ignore[attr-defined]
+    results.cases[0].metrics["step_time_s"].samples.append(float("nan"))
     path = tmp_path / "out" / "results.json"
-    write_results(path, results)  # type: ignore[arg-type]
+    write_results(path, results)
     document = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
     assert document["cases"][0]["verdicts"][0]["kind"] == "regression"
     back = read_results(path)
-    assert back.to_dict() == results.to_dict()  # type: ignore[attr-defined]
+    assert back.to_dict() == results.to_dict()
 
 
 def test_unreadable_results_file_names_the_file_and_the_fix(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from pytest_dmlbench.robust import aggregate
+from pytest_dmlbench.robust.pre import PreSpec
 
 VALUE = st.floats(-100.0, 100.0, allow_nan=False, allow_infinity=False, allow_subnormal=False)
 
@@ -154,7 +155,7 @@ def nnm_reference(x: np.ndarray, f: int) -> tuple[np.ndarray, float]:
     return np.array(mixed), min(gaps)
 
 
-def selection_gap(rule: str, x: np.ndarray, f: int, pre: list | None = None) -> float:
+def selection_gap(rule: str, x: np.ndarray, f: int, pre: list[PreSpec] | None = None) -> float:
     """How far the example is from a tie at a selection boundary of ``rule`` (inf: no selection)."""
     if pre == ["nnm"]:
         mixed, gap = nnm_reference(x, f)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -36,7 +37,7 @@ def test_shape_dtype_and_honest_rows_untouched(name: str, f: int) -> None:
         ("mimic", {"k": 2}, HONEST[2]),
     ],
 )
-def test_rows_follow_the_definition(name: str, params: dict, expected: torch.Tensor) -> None:
+def test_rows_follow_the_definition(name: str, params: dict[str, Any], expected: torch.Tensor) -> None:
     rows = attack(name, HONEST, f=2, **params)
     assert torch.allclose(rows, expected.expand(2, -1))
 

@@ -7,6 +7,7 @@ Property 12 (bit-identical results on every rank of a real process group) belong
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -32,12 +33,13 @@ from robust_cases import (
 )
 
 from pytest_dmlbench.robust import aggregate
+from pytest_dmlbench.robust.pre import PreSpec
 
 ROBUST = settings(settings.get_profile(os.environ.get("DMLBENCH_ROBUST_PROFILE", "robust-ci")))
 
 ALL_RULES = list(MIN_N)
 EQUIVARIANT = ["mean", "median", "trimmed_mean", "meamed", "krum", "multi_krum", "bulyan", "geometric_median"]
-PRE_CHAINS = [["nnm"], [("clip", {"c": 50.0})], [("bucketing", {"s": 2, "seed": 3})]]
+PRE_CHAINS: list[list[PreSpec]] = [["nnm"], [("clip", {"c": 50.0})], [("bucketing", {"s": 2, "seed": 3})]]
 
 
 def close(a: np.ndarray, b: np.ndarray, rule: str, scale: float) -> bool:
@@ -45,8 +47,8 @@ def close(a: np.ndarray, b: np.ndarray, rule: str, scale: float) -> bool:
     return bool(np.allclose(a, b, rtol=0.0, atol=tol))
 
 
-def no_near_tie(rule: str, ex: Example, pre: list | None = None) -> bool:
-    return selection_gap(rule, ex.x, ex.f, pre) > TIE_TOL * scale_of(ex.x) ** 2
+def no_near_tie(rule: str, ex: Example, pre: list[PreSpec] | None = None) -> bool:
+    return bool(selection_gap(rule, ex.x, ex.f, pre) > TIE_TOL * scale_of(ex.x) ** 2)
 
 
 # 1. shape, dtype, finiteness
@@ -65,7 +67,7 @@ def test_p1_shape_dtype_finite(rule: str, data: st.DataObject) -> None:
 @pytest.mark.parametrize("rule", ["median", "krum", "geometric_median"])
 @ROBUST
 @given(data=st.data())
-def test_p1_with_pre_aggregation(rule: str, pre: list, data: st.DataObject) -> None:
+def test_p1_with_pre_aggregation(rule: str, pre: list[PreSpec], data: st.DataObject) -> None:
     ex = data.draw(examples(rule, max_f=1, max_extra=6))
     n_after = -(-len(ex.x) // 2) if pre[0][0] == "bucketing" else len(ex.x)
     assume(n_after >= MIN_N[rule](ex.f))
@@ -97,7 +99,8 @@ def test_p2_checker_fails_on_lowest_index_tie_breaking() -> None:
 @ROBUST
 @given(data=st.data(), shift=st.floats(-100, 100, allow_subnormal=False))
 def test_p3_translation_equivariance(rule: str, data: st.DataObject, shift: float) -> None:
-    base, pre = (rule.split("+")[1], ["nnm"]) if "+" in rule else (rule, None)
+    base = rule.split("+")[1] if "+" in rule else rule
+    pre: list[PreSpec] | None = ["nnm"] if "+" in rule else None
     ex = data.draw(examples(base))
     assume(no_near_tie(base, ex, pre) and no_near_tie(base, Example(ex.x + shift, ex.f), pre))
     got = aggregate(base, torch.from_numpy(ex.x + shift), f=ex.f, pre=pre).numpy()
@@ -119,7 +122,8 @@ def test_p3_checker_fails_on_clip(shift: float) -> None:
 @ROBUST
 @given(data=st.data(), a=st.floats(0.1, 10.0) | st.floats(-10.0, -0.1))
 def test_p4_scale_equivariance(rule: str, data: st.DataObject, a: float) -> None:
-    base, pre = (rule.split("+")[1], ["nnm"]) if "+" in rule else (rule, None)
+    base = rule.split("+")[1] if "+" in rule else rule
+    pre: list[PreSpec] | None = ["nnm"] if "+" in rule else None
     ex = data.draw(examples(base))
     assume(no_near_tie(base, ex, pre) and no_near_tie(base, Example(ex.x * a, ex.f), pre))
     got = aggregate(base, torch.from_numpy(ex.x * a), f=ex.f, pre=pre).numpy()
@@ -232,7 +236,7 @@ FIND_SETTINGS = settings(max_examples=500, database=None, deadline=None)
      (kappa_robust, False)],
     ids=["p8", "p9-bounds", "p9-input", "p10"],
 )
-def test_p11_mean_fails_the_robustness_properties(check, equal_honest: bool) -> None:
+def test_p11_mean_fails_the_robustness_properties(check: Callable[[str, Attacked], bool], equal_honest: bool) -> None:
     def fails(ex: Attacked) -> bool:
         return not check("mean", ex)
 

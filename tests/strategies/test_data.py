@@ -54,7 +54,7 @@ def test_classification_is_deterministic_and_uses_several_classes() -> None:
     x2, y2 = synthetic_classification(256, (8,), 5, seed=1)
     assert torch.equal(x, x2) and torch.equal(y, y2)
     assert x.shape == (256, 8) and x.dtype == torch.float32 and y.dtype == torch.int64
-    assert len(y.unique()) == 5
+    assert len(torch.unique(y)) == 5
     assert not torch.equal(y, synthetic_classification(256, (8,), 5, seed=2)[1])
 
 
@@ -64,7 +64,7 @@ def test_classification_labels_are_learnable_by_a_linear_model() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     for _ in range(200):
         optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
+        torch.nn.functional.cross_entropy(model(x), y).backward()  # type: ignore[no-untyped-call]  # untyped in torch
         optimizer.step()
     accuracy = (model(x).argmax(1) == y).float().mean().item()
     assert accuracy > 0.9
@@ -73,11 +73,11 @@ def test_classification_labels_are_learnable_by_a_linear_model() -> None:
 def test_segmentation_shapes_and_classes() -> None:
     x, y = synthetic_segmentation(4, channels=3, size=16, num_classes=3, seed=0)
     assert x.shape == (4, 3, 16, 16) and y.shape == (4, 16, 16)
-    assert set(y.unique().tolist()) == {0, 1, 2}
+    assert set(torch.unique(y).tolist()) == {0, 1, 2}
 
 
 def test_token_sequences_shapes_and_range() -> None:
     tokens, y = token_sequences(64, seq_len=12, vocab_size=20, num_classes=2, seed=0)
     assert tokens.shape == (64, 12) and tokens.dtype == torch.int64
     assert int(tokens.min()) >= 0 and int(tokens.max()) < 20
-    assert set(y.unique().tolist()) == {0, 1}
+    assert set(torch.unique(y).tolist()) == {0, 1}

@@ -10,9 +10,10 @@ from pytest_dmlbench.strategies.options import option_names
 
 
 def test_options_come_from_the_class_chain_and_the_comm_hook() -> None:
-    assert option_names("bucketed") == {"bucket_mb", "broadcast_buffers"}
-    assert option_names("local_sgd") == {"period"}
-    assert option_names("ddp") == {"bucket_mb", "broadcast_buffers"}  # lr, momentum, device: set by the harness
+    assert option_names("bucketed") == frozenset({"bucket_mb", "broadcast_buffers"})
+    assert option_names("local_sgd") == frozenset({"period"})
+    # lr, momentum, device: set by the harness
+    assert option_names("ddp") == frozenset({"bucket_mb", "broadcast_buffers"})
     # powersgd's comm-hook options join DDP's own (negative control: ddp, its parent, takes none of them)
     assert {"matrix_rank", "start_iter"} <= (option_names("powersgd") or set())
     assert not {"matrix_rank", "start_iter"} & (option_names("ddp") or set())
@@ -30,7 +31,7 @@ def test_a_factory_taking_any_keyword_cannot_be_checked(monkeypatch: pytest.Monk
     monkeypatch.setitem(base._REGISTRY, "test-closed-options", closed_factory)
 
     assert option_names("test-open-options") is None
-    assert option_names("test-closed-options") == {"width"}
+    assert option_names("test-closed-options") == frozenset({"width"})
 
 
 def test_an_unknown_strategy_is_the_registry_s_error() -> None:

@@ -41,7 +41,7 @@ def test_both_are_registered_under_their_names() -> None:
 
 
 def test_their_options_are_read_from_the_strategies() -> None:
-    assert option_names("fsdp") == {"reshard_after_forward"}
+    assert option_names("fsdp") == frozenset({"reshard_after_forward"})
     assert option_names("tensor_parallel") == frozenset()
 
 
@@ -73,7 +73,8 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(0.0), nn.Linear(16, 8))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.b(self.a(x)))
+        out: torch.Tensor = self.mlp(self.b(self.a(x)))
+        return out
 
 
 def test_linear_pairs_are_taken_in_sequentials_across_parameter_free_modules() -> None:

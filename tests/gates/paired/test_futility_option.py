@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.config import DEFAULT_FUTILITY, ConfigError, parse_futility
+from pytest_dmlbench.config import DEFAULT_FUTILITY, parse_futility
+from pytest_dmlbench.errors import ConfigError
 from tests.conftest import run_pytest, write_files
 
 

@@ -9,20 +9,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case, compare_run
+from pytest_dmlbench.gates.stored.compare import REFRESH_COMMAND, CompareSettings, compare_case, compare_run
 from pytest_dmlbench.gates.stored.compare import compare_metric as judged_on_runs
 from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.gates.wording import failure_text as failure_report
-from pytest_dmlbench.results import MetricResult
+from pytest_dmlbench.results import MetricResult, Verdict
+from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 from tests.results.casefactory import make_case, make_run, step_samples
 
 NAN = float("nan")
 
 
-def compare_metric(*args: object, **kwargs: object) -> object:
+def compare_metric(baseline: MetricResult | None, current: MetricResult, threshold_pct: float,
+                   alpha: float = DEFAULT_ALPHA, refresh_command: str = REFRESH_COMMAND.format(nodeid="..."),
+                   new_reason: str = "no baseline yet") -> Verdict | None:
     """The rule on one saved run (``min_runs=1``): these tests are of the block test and the threshold;
     the run-to-run part is tested in test_between_runs and tests/gates/test_stored_rule."""
-    return judged_on_runs(*args, **{"min_runs": 1, **kwargs})  # type: ignore[arg-type]
+    return judged_on_runs(baseline, current, threshold_pct, alpha, refresh_command, new_reason, min_runs=1)
 
 
 def step(samples: list[float]) -> MetricResult:
@@ -60,7 +63,8 @@ def test_small_change_below_threshold_is_unchanged_even_when_significant() -> No
     verdict = compare_metric(base, cur, 10.0)
     assert verdict is not None and verdict.kind == "unchanged"
     assert verdict.p_value is not None and verdict.p_value < 0.01
-    assert compare_metric(base, cur, 4.0).kind == "regression"  # type: ignore[union-attr]
+    stricter = compare_metric(base, cur, 4.0)
+    assert stricter is not None and stricter.kind == "regression"
 
 
 def test_large_but_insignificant_change_is_not_a_regression_and_not_proven_unchanged() -> None:
@@ -111,7 +115,8 @@ def test_zero_variance_identical_samples_are_unchanged() -> None:
 
 
 def test_zero_variance_shift_is_significant_with_enough_samples_only() -> None:
-    assert compare_metric(step([1.0] * 10), step([2.0] * 10), 10.0).kind == "regression"  # type: ignore[union-attr]
+    doubled = compare_metric(step([1.0] * 10), step([2.0] * 10), 10.0)
+    assert doubled is not None and doubled.kind == "regression"
     few = compare_metric(step([1.0] * 3), step([2.0] * 3), 10.0)
     assert few is not None and few.kind == "inconclusive"
 
