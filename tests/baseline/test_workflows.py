@@ -139,7 +139,7 @@ def _nightly(tmp_path: Path, baselines: dict[str, str], **env: str) -> subproces
     (bin_dir / "pytest").write_text(stand_in)
     (bin_dir / "pytest").chmod(0o755)
     # the environment report (a live process-group check, seconds a call) is tested on its own
-    # (tests/reports/test_envreport.py); here a stand-in answers it and every other python call is the real one
+    # (tests/envreport/test_envreport.py); here a stand-in answers it and every other python call is the real one
     python = ('#!/bin/sh\nif [ "$1 $2 $3" = "-m pytest_dmlbench env" ]; then echo "{}"; exit 0; fi\n'
               f'exec {shlex.quote(sys.executable)} "$@"\n')
     (bin_dir / "python").write_text(python)

@@ -72,8 +72,8 @@ def test_this_suite_hides_gpus_from_itself_but_not_from_the_gpu_tests() -> None:
 
 def test_the_gpu_tests_are_collected_here_and_skipped_with_the_reason_when_the_host_lacks_devices() -> None:
     from tests.gpu import test_nccl_paths
-    from tests.reports import test_sweeps_cuda
     from tests.studies import test_gpu_paths
+    from tests.sweeps import test_sweeps_cuda
 
     found = gpu_host.host_devices()
     for module, needed in ((test_nccl_paths, 1), (test_sweeps_cuda, 1), (test_gpu_paths, 2)):

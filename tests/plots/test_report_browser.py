@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e 
 webdriver = pytest.importorskip("selenium.webdriver",
                                 reason="the browser test needs selenium: pip install -e '.[test]'")
 
-from tests.reports.test_report_html import regressed_report  # noqa: E402
+from tests.plots.test_report_html import regressed_report  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -18,7 +18,7 @@ SEARCH = '''
 import json, sys, torch
 sys.path.insert(0, {root!r})
 from pytest_dmlbench.sweeps import max_batch_size
-from tests.reports.test_sweeps import SAMPLE, KnownMemoryModel
+from tests.sweeps.test_sweeps import SAMPLE, KnownMemoryModel
 budget = max_batch_size(KnownMemoryModel(4.0), SAMPLE, device="cuda:0", memory_mb=400.0)
 free, _ = torch.cuda.mem_get_info(0)
 oom = max_batch_size(KnownMemoryModel(1000.0), SAMPLE, device="cuda:0")

@@ -109,7 +109,7 @@ def test_search_doubles_then_bisects() -> None:
 def test_cuda_search_logic_with_a_fake_step() -> None:
     """Mocked device: this machine has no GPU. A fake step raises torch's CUDA out-of-memory error above 300
     samples; the CUDA test treats exactly that error as "does not fit" and lets every other error through.
-    (On a machine with a GPU, tests/reports/test_sweeps_cuda.py runs the real thing.)"""
+    (On a machine with a GPU, tests/sweeps/test_sweeps_cuda.py runs the real thing.)"""
 
     def step(batch: int) -> None:
         if batch > 300:
