@@ -70,6 +70,23 @@ def test_mypy_covers_the_tests_and_the_bench_cases() -> None:
     assert {"pytest_dmlbench", "tests", "bench_cases"} <= set(files), files
 
 
+def named_like_a_test_file(name: str) -> bool:
+    """Whether pytest's default ``python_files`` (``test_*.py``, ``*_test.py``) would collect a file so named."""
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def test_no_package_module_is_named_like_a_test_file() -> None:
+    named = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "pytest_dmlbench").rglob("*.py"))
+             if named_like_a_test_file(path.name)]
+    assert not named, f"package modules pytest would collect as tests (rename them): {named}"
+
+
+def test_a_module_named_like_a_test_file_is_caught() -> None:
+    """Negative control for the rule above."""
+    assert named_like_a_test_file("block_test.py") and named_like_a_test_file("test_block.py")
+    assert not named_like_a_test_file("significance.py")
+
+
 TORCH_SUBCLASS = "pytest_dmlbench/world/simulated/process_group.py"  # subclasses torch's pybind ProcessGroup
 
 

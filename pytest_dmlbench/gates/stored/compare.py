@@ -3,7 +3,7 @@ beyond what whole runs of the baseline differ by; it is unchanged only when its 
 
 For a figure timed per round whose better direction is known, a **regression** needs the median to move the
 bad way by more than the threshold (percent; percentage points for a fraction) AND a one-sided t-test on
-the block medians of the two runs' rounds (:mod:`~pytest_dmlbench.gates.stored.block_test`; rounds are
+the block medians of the two runs' rounds (:mod:`~pytest_dmlbench.gates.stored.significance`; rounds are
 autocorrelated, blocks count as samples) to give p < alpha AND the current median to lie outside the
 run-to-run spread of the baseline's saved runs (a one-sided prediction test, p < alpha; see
 ``between_runs``). The last condition is what keeps a noisy shared machine from crying wolf: the first two
@@ -31,7 +31,6 @@ from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.figures import MEMORY_PEAK_METRICS, counts_by_kind, is_call_count, is_exact_count
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
-from pytest_dmlbench.gates.stored.block_test import Alternative, block_samples, block_test
 from pytest_dmlbench.gates.stored.detectable import detectable_pct
 from pytest_dmlbench.gates.stored.proof import (
     ChangeInterval,
@@ -41,6 +40,7 @@ from pytest_dmlbench.gates.stored.proof import (
     settle_advice,
     within_run_interval,
 )
+from pytest_dmlbench.gates.stored.significance import Alternative, block_samples, block_test
 from pytest_dmlbench.gates.stored.single_reading import call_count, exact_count, memory_peak
 from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import Decision, word

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytest_dmlbench.gates.stored.block_test import block_samples
+from pytest_dmlbench.gates.stored.significance import block_samples
 from pytest_dmlbench.results.student_t import POWER, student_t_quantile
 
 

@@ -5,7 +5,7 @@ Each interval is a ``1 - 2 alpha`` one (two one-sided tests at alpha) on the cha
 baseline. On the log scale (every value positive) the band runs from ``log(1 - t)`` to ``log(1 + t)``, on the
 figure's own scale from ``-t`` to ``t`` times the reference (``t`` the threshold over 100); a fraction's
 threshold is in points, so its band is ``-t`` to ``t`` in fraction units whatever the scale. A figure timed
-per round has two intervals, within the run (:mod:`~pytest_dmlbench.gates.stored.block_test`) and between
+per round has two intervals, within the run (:mod:`~pytest_dmlbench.gates.stored.significance`) and between
 runs (:mod:`~pytest_dmlbench.gates.stored.between_runs`), and both must lie within; a memory peak has the
 second only. When one does not, :func:`settle_advice` says what would settle it. Pure functions, no I/O.
 """
@@ -23,7 +23,7 @@ from pytest_dmlbench.gates.stored.between_runs import (
     half_width_floor,
     prediction_half_width,
 )
-from pytest_dmlbench.gates.stored.block_test import BlockSamples
+from pytest_dmlbench.gates.stored.significance import BlockSamples
 from pytest_dmlbench.results.student_t import student_t_quantile
 
 MOST_RUNS_TRIED = 50

@@ -16,7 +16,6 @@ from pytest_dmlbench.gates.stored.between_runs import (
     half_width_floor,
     prediction_half_width,
 )
-from pytest_dmlbench.gates.stored.block_test import block_samples
 from pytest_dmlbench.gates.stored.compare import compare_metric
 from pytest_dmlbench.gates.stored.proof import (
     ChangeInterval,
@@ -25,6 +24,7 @@ from pytest_dmlbench.gates.stored.proof import (
     threshold_band,
     within_run_interval,
 )
+from pytest_dmlbench.gates.stored.significance import block_samples
 from pytest_dmlbench.results import MetricResult
 from pytest_dmlbench.results.stats import median
 from tests.results.casefactory import step_samples

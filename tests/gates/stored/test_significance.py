@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from pytest_dmlbench.gates.stored.block_test import block_test
+from pytest_dmlbench.gates.stored.significance import block_test
 
 JITTER = [1.0, 1.01, 0.99, 1.02, 0.98]
 
