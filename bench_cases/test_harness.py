@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pytest_dmlbench.measure.rounds import smoke_or
-from pytest_dmlbench.world.pool import WorldPool
+from pytest_dmlbench.world.forked.pool import WorldPool
 from pytest_dmlbench.world.registry import CaseEntry
 
 DISPATCH_ROUNDS = 200
@@ -243,7 +243,7 @@ def _unguarded_execute(case_id: int, dist: Any, func: Any, arguments: Any, *, se
 def test_state_guard_dispatch_cost(dmlbench_metrics: object) -> None:
     """Trivial-case dispatch at world size 4 with and without the state guard, interleaved in blocks of 50
     cases on two worlds (the unguarded one forked from a zygote started while the guard was patched out)."""
-    from pytest_dmlbench.world import rank
+    from pytest_dmlbench.world.forked import rank
 
     guarded = WorldPool(lambda: REGISTRY, lambda ws: 1)
     guarded.start_zygote()

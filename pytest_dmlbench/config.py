@@ -208,7 +208,7 @@ class DmlbenchConfig:
     plots_dir: Path | None = None
     isolation: str = "persistent"
     against: str | None = None  # --dmlbench-against REF: the paired gate (stored baselines not compared)
-    launcher: str = "fork"  # "ray": Ray actors (world/ray_engine.py); "simulated": threads (world/simulated/)
+    launcher: str = "fork"  # "ray": Ray actors (world/ray/engine.py); "simulated": threads (world/simulated/)
     strict: bool = DEFAULT_STRICT == "on"  # simulated ranks: async work pending until wait(), sends until matched
     ray_spread: bool = False  # Ray launcher: spread a world's ranks across nodes
     fail_on_inconclusive: InconclusiveScope = "none"  # which inconclusive verdicts fail their item

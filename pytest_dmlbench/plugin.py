@@ -207,7 +207,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def _under_launcher(config: pytest.Config, settings: DmlbenchConfig) -> DmlbenchConfig:
     """Under an external launcher the launcher's world size is the default; a conflicting explicit
     ``--world-size`` is a usage error (on every rank, before any rendezvous)."""
-    from pytest_dmlbench.world.launched import adopt_launcher_variables, launched_externally, launcher_world_size
+    from pytest_dmlbench.world.launched.engine import adopt_launcher_variables, launched_externally, launcher_world_size
 
     if not launched_externally(os.environ):
         return settings
@@ -222,7 +222,7 @@ def _under_launcher(config: pytest.Config, settings: DmlbenchConfig) -> Dmlbench
 
 def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
     """The execution mode that applies to this process."""
-    from pytest_dmlbench.world.launched import LaunchedEngine, launched_externally
+    from pytest_dmlbench.world.launched.engine import LaunchedEngine, launched_externally
 
     if launched_externally(os.environ):
         return LaunchedEngine(settings.backend, settings.timeout_s)
@@ -231,10 +231,10 @@ def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
 
         return SimulatedEngine()
     if settings.launcher == "ray":
-        from pytest_dmlbench.world.ray_engine import RayEngine
+        from pytest_dmlbench.world.ray.engine import RayEngine
 
         return RayEngine(facts, spread=settings.ray_spread)
-    from pytest_dmlbench.world.forked import ForkedEngine
+    from pytest_dmlbench.world.forked.engine import ForkedEngine
 
     return ForkedEngine(facts, pin_cores=settings.pin_cores)
 
@@ -284,7 +284,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run = {**facts.to_dict(settings.world_size, settings.threshold_pct),
            "cpu_threshold_pct": settings.cpu_threshold_pct, **commit_fact(config.rootpath),
            "launcher": settings.launcher, "isolation": settings.isolation, "strict": settings.strict}
-    from pytest_dmlbench.world.launched import launched_externally
+    from pytest_dmlbench.world.launched.engine import launched_externally
 
     config.stash[GATE_KEY] = choose_gate(config, settings, run, launched=launched_externally(os.environ))
     config.stash[BUILDER_KEY] = CaseResultBuilder()

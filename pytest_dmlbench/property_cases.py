@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_dmlbench.pytest_internals import fixture_scopes
-from pytest_dmlbench.world.forked import RANK_SIDE_FIXTURES
+from pytest_dmlbench.world.case_arguments import RANK_SIDE_FIXTURES
 from pytest_dmlbench.world.outcome import CaseOutcome
 
 EXEMPT_NOTE = (

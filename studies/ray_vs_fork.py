@@ -15,9 +15,9 @@ import tempfile
 import time
 from typing import Any
 
+from pytest_dmlbench.world.forked.pool import WorldPool
 from pytest_dmlbench.world.messages import WorldSpec
-from pytest_dmlbench.world.pool import WorldPool
-from pytest_dmlbench.world.ray_world import RayWorld, ensure_ray
+from pytest_dmlbench.world.ray.world import RayWorld, ensure_ray
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
 
 

@@ -4,6 +4,9 @@ A *part* is a top-level package or module of ``pytest_dmlbench`` (``world``, ``g
 Every part sits on one layer; a module may import from its own part, from parts of lower layers, and from
 parts of its own layer as long as the parts' import graph stays free of circles. Function-level imports
 count. The layers are those of the layout in docs/explanation/how-it-works.md and the README.
+
+Inside ``world``, each engine has a folder (``WORLD_ENGINES``) on the shared contract (the modules directly in
+``world/``): the contract imports no engine, and no engine imports another.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
       "comm", "models", "reference", "stats")),
 ]
 KEPT_PATHS = ("comm", "models", "reference", "stats")
+WORLD_ENGINES = ("forked", "ray", "launched", "simulated")
 
 
 def layer_of(part: str) -> int:
@@ -137,6 +141,25 @@ def module_graph(package: Path) -> dict[str, set[str]]:
     return {module: imported_modules(path, known) - {module} for module, path in known.items()}
 
 
+def engine_of(module: str) -> str | None:
+    """The world engine whose folder holds ``module`` (``"world.ray.rank"`` -> ``"ray"``), else None."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "world" and len(parts) > 1 and parts[1] in WORLD_ENGINES else None
+
+
+def cross_engine_imports(package: Path) -> list[str]:
+    """World modules importing an engine folder other than their own (the shared contract has none)."""
+    found = []
+    for module, imports in module_graph(package).items():
+        if part_of(module) != "world":
+            continue
+        for name in sorted(imports):
+            target = engine_of(name)
+            if target is not None and target != engine_of(module):
+                found.append(f"pytest_dmlbench.{module} imports pytest_dmlbench.{name}")
+    return found
+
+
 def test_every_part_is_on_a_layer() -> None:
     for part in part_graph(PACKAGE):
         layer_of(part)
@@ -195,6 +218,25 @@ def test_an_upward_import_is_caught(package_copy: Path) -> None:
         "pytest_dmlbench.measure.clock (layer 2) imports pytest_dmlbench.world.engine (layer 4)"
     ]
     assert ["measure", "world"] in circles(part_graph(package_copy))
+
+
+def test_each_world_engine_stands_on_the_shared_contract_alone() -> None:
+    assert all((PACKAGE / "world" / engine / "__init__.py").is_file() for engine in WORLD_ENGINES)
+    assert not cross_engine_imports(PACKAGE)
+
+
+def test_an_import_across_world_engines_is_caught(package_copy: Path) -> None:
+    """Negative control: the Ray engine importing the forked pool, and the shared dispatch importing Ray's
+    world inside a function. Both stay inside the ``world`` part, so the part layering alone misses them."""
+    with (package_copy / "world" / "ray" / "engine.py").open("a") as engine:
+        engine.write("\nfrom pytest_dmlbench.world.forked.pool import WorldPool  # noqa: E402,F401\n")
+    with (package_copy / "world" / "dispatch.py").open("a") as dispatch:
+        dispatch.write("\n\ndef _f() -> None:\n    from pytest_dmlbench.world.ray import world  # noqa: F401\n")
+    assert not upward_imports(package_copy)
+    assert cross_engine_imports(package_copy) == [
+        "pytest_dmlbench.world.dispatch imports pytest_dmlbench.world.ray.world",
+        "pytest_dmlbench.world.ray.engine imports pytest_dmlbench.world.forked.pool",
+    ]
 
 
 def test_a_circle_within_one_layer_is_caught(package_copy: Path) -> None:

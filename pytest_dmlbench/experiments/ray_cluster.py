@@ -1,7 +1,7 @@
 """The Ray instance ``framework: ray_train`` experiments run on (pytest process side).
 
 With ``RAY_ADDRESS`` unset, a Ray Train experiment starts an embedded local Ray instance
-(:func:`~pytest_dmlbench.world.ray_local.start_local`: listening on 127.0.0.1 only, no dashboard, no
+(:func:`~pytest_dmlbench.world.ray.local.start_local`: listening on 127.0.0.1 only, no dashboard, no
 usage-stats reporting) sized to this machine's cores. With ``RAY_ADDRESS`` set, experiments run on that
 cluster and it is left running. Either way the pytest process stays a Ray driver only while the experiment's
 item is set up (the item's teardown disconnects it, shutting the embedded instance down): a process that
@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dmlbench.world.ray_local import start_local
+from pytest_dmlbench.world.ray.local import start_local
 
 RAY_MISSING = ('framework ray_train needs Ray Train, which is not installed; '
                'install it with: pip install "pytest-dmlbench[ray]"')

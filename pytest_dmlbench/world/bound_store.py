@@ -3,11 +3,11 @@
 torch's ``TCPStore`` binds every interface (``::``) when it opens its own socket, whatever host it is
 given. :func:`bound_store` binds the socket to ``host`` itself and hands it over (``master_listen_fd``).
 :func:`bind_rendezvous_stores` runs in every worker of the Ray instance the plugin starts
-(``world/ray_worker_setup.py``): it makes
+(``world/ray/worker_setup.py``): it makes
 ``torch.distributed``'s rendezvous (``env://`` and ``tcp://``, which Ray Train's ``init_process_group``
 uses) create rank 0's store the same way, so a ``framework: ray_train`` fit listens on the address Ray
 Train chose (127.0.0.1 for the embedded instance) and nowhere else. The hook replaces a private torch
-function, ``torch.distributed.rendezvous._create_c10d_store``; ``tests/world/test_ray_loopback.py``
+function, ``torch.distributed.rendezvous._create_c10d_store``; ``tests/world/ray/test_loopback.py``
 fails when a torch release changes it so that the store listens on the network again.
 """
 

@@ -19,7 +19,7 @@ _THREAD = re.compile(r"^(Current thread|Thread) 0x")
 _CASE_THREAD_MARK = "pytest_dmlbench/world/execute.py"
 # the first frame below the case body: the plugin's own, then the forked pytest frames
 BELOW_THE_BODY = ("pytest_dmlbench/properties/body.py", "pytest_dmlbench/world/execute.py",
-                  "pytest_dmlbench/world/rank.py")
+                  "pytest_dmlbench/world/forked/rank.py")
 _WAIT_CALL = re.compile(r"\.wait\(")
 
 

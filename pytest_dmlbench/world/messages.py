@@ -26,7 +26,7 @@ class WorldSpec:
     out_dir: str
     threads: int
     init_timeout_s: float
-    pin_cores: bool = False  # each rank on one core of those the zygote may use (world/pinning.py)
+    pin_cores: bool = False  # each rank on one core of those the zygote may use (world/forked/pinning.py)
     # the group's own operation timeout (gloo's receive timeout, NCCL's watchdog): beyond any case's timeout,
     # so that a hang is reported by the parent at the case's timeout, with every rank's stack
     group_timeout_s: float = GROUP_TIMEOUT_S

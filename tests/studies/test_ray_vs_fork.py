@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dmlbench.world.pool import WorldPool
+from pytest_dmlbench.world.forked.pool import WorldPool
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
 from studies import ray_vs_fork
 from tests.studies.running import run_study

@@ -170,7 +170,7 @@ def test_nccl_world_refused_after_cuda_was_initialised(monkeypatch: pytest.Monke
     import torch
 
     from pytest_dmlbench.errors import WorldError
-    from pytest_dmlbench.world.pool import WorldPool
+    from pytest_dmlbench.world.forked.pool import WorldPool
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     pool = WorldPool(dict, lambda ws: 1)

@@ -158,7 +158,8 @@ EXITS_ON_RANK_1 = """
 """
 
 SWITCHED_OFF = """
-    from pytest_dmlbench.world import adopt_group, guard, rank
+    from pytest_dmlbench.world import adopt_group, guard
+    from pytest_dmlbench.world.forked import rank
 
     adopt_group.install = lambda: None
     rank.torchrun_variables = lambda *args: {}

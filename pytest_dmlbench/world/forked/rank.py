@@ -22,12 +22,12 @@ from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.measure.memory import note_rank_start
 from pytest_dmlbench.world.backend import device_for
 from pytest_dmlbench.world.execute import case_arguments, execute_case
+from pytest_dmlbench.world.forked.lifetime import detach_from_terminal_signals, die_with_parent
+from pytest_dmlbench.world.forked.master_store import HOST, serve_master_store
+from pytest_dmlbench.world.forked.pinning import pin_this_rank, usable_cores
 from pytest_dmlbench.world.groups import install_p2p_accounting
 from pytest_dmlbench.world.guard import StateSnapshot, snapshot
-from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
-from pytest_dmlbench.world.master_store import HOST, serve_master_store
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
-from pytest_dmlbench.world.pinning import pin_this_rank, usable_cores
 from pytest_dmlbench.world.registry import CaseRegistry
 from pytest_dmlbench.world.torchrun_env import RankPlace, run_id, torchrun_variables
 

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 from pytest_dmlbench.errors import CaseNotRunnable, WorldError
 from pytest_dmlbench.world.backend import BackendChoice
+from pytest_dmlbench.world.case_arguments import split_arguments
 from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed
-from pytest_dmlbench.world.forked import split_arguments
 from pytest_dmlbench.world.messages import WorldSpec
 from pytest_dmlbench.world.outcome import CaseOutcome
-from pytest_dmlbench.world.ray_world import RayWorld
+from pytest_dmlbench.world.ray.world import RayWorld
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
 from pytest_dmlbench.world.run_facts import RunFacts
 

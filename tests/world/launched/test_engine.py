@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_dmlbench.world.launched import launched_externally
+from pytest_dmlbench.world.launched.engine import launched_externally
 from tests.conftest import Outcome, clean_env, write_files
 
 CASES = """

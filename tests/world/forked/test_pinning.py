@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.world.pinning import core_for_rank, pin_this_rank, usable_cores
+from pytest_dmlbench.world.forked.pinning import core_for_rank, pin_this_rank, usable_cores
 from tests.conftest import run_pytest, write_files
 from tests.gates.paired.gitrepo import make_repo
 

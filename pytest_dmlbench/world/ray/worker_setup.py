@@ -16,7 +16,7 @@ import os
 
 from pytest_dmlbench.world.bound_store import bind_rendezvous_stores
 
-HOOK = "pytest_dmlbench.world.ray_worker_setup.setup_worker"
+HOOK = "pytest_dmlbench.world.ray.worker_setup.setup_worker"
 
 
 def setup_worker() -> None:

@@ -1,11 +1,11 @@
 """Which Ray placement strategy a world asks for; pure, so it runs without Ray (the two-node cluster test in
-``test_ray_world.py`` shows a spread world on two nodes)."""
+``test_world.py`` shows a spread world on two nodes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_dmlbench.world.ray_world import placement_strategy
+from pytest_dmlbench.world.ray.world import placement_strategy
 
 
 @pytest.mark.parametrize(("spread", "world_size", "nodes", "expected"), [

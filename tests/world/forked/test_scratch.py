@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_dmlbench.world.scratch import abandoned_scratch_folders, remove_abandoned_scratch_folders
+from pytest_dmlbench.world.forked.scratch import abandoned_scratch_folders, remove_abandoned_scratch_folders
 from tests.conftest import run_pytest, write_files
 
 

@@ -15,11 +15,11 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray launcher's tests need Ray: pip install 'pytest-dmlbench[ray]'")
 
-from pytest_dmlbench.world.ray_local import start_local  # noqa: E402
+from pytest_dmlbench.world.ray.local import start_local  # noqa: E402
 
 OTHER_INSTANCE = textwrap.dedent("""
     import sys, time, ray
-    from pytest_dmlbench.world.ray_local import start_local
+    from pytest_dmlbench.world.ray.local import start_local
     start_local(ray, num_cpus=1)
     print("started", flush=True)
     sys.stdin.read()  # until the test closes it

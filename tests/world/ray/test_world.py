@@ -14,11 +14,11 @@ import pytest
 
 from pytest_dmlbench.world.messages import WorldSpec
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
-from tests.world import ray_cases
+from tests.world.ray import cases as ray_cases
 
 ray = pytest.importorskip("ray", reason="the Ray launcher's tests need Ray: pip install 'pytest-dmlbench[ray]'")
 
-from pytest_dmlbench.world.ray_world import RayWorld  # noqa: E402
+from pytest_dmlbench.world.ray.world import RayWorld  # noqa: E402
 
 CASES = ["passes", "raises_on_rank_1", "hangs_on_rank_0", "dies_on_rank_1", "sleeps"]
 REGISTRY: CaseRegistry = {name: CaseEntry(getattr(ray_cases, name), ("dist",), {}) for name in CASES}
@@ -31,7 +31,7 @@ def cluster() -> Iterator[object]:
     local = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     local.add_node(num_cpus=2)
     ray.init(address=local.address, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}})
+             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[3])}})
     yield local
     ray.shutdown()
     local.shutdown()

@@ -20,12 +20,12 @@ import pytest
 from pytest_dmlbench.world.bound_store import bind_rendezvous_stores
 from pytest_dmlbench.world.messages import WorldSpec
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
-from tests.world import ray_cases
 from tests.world.listeners import Listener, listeners, named, process_tree
+from tests.world.ray import cases as ray_cases
 
 ray = pytest.importorskip("ray", reason="the Ray launcher's tests need Ray: pip install 'pytest-dmlbench[ray]'")
 
-from pytest_dmlbench.world.ray_world import RayWorld  # noqa: E402
+from pytest_dmlbench.world.ray.world import RayWorld  # noqa: E402
 
 REGISTRY: CaseRegistry = {"passes": CaseEntry(ray_cases.passes, ("dist",), {})}
 

@@ -22,7 +22,7 @@ from pytest_dmlbench.world.backend import BackendChoice, device_for, select_back
 from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed, execute_case
 from pytest_dmlbench.world.groups import install_p2p_accounting
-from pytest_dmlbench.world.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
+from pytest_dmlbench.world.launched.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
 from pytest_dmlbench.world.messages import RankOutcome
 from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
 

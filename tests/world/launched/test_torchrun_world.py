@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.world.launched import launcher_world_size
+from pytest_dmlbench.world.launched.engine import launcher_world_size
 from tests.conftest import Outcome, clean_env, run_pytest, write_files
 
 CASES = """

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pytest_dmlbench.world.pool import WorldPool
+from pytest_dmlbench.world.forked.pool import WorldPool
 
 
 def _alive(pid: int) -> bool:

@@ -18,7 +18,7 @@ import traceback
 from typing import Any, NoReturn
 
 from pytest_dmlbench.errors import WorldError
-from pytest_dmlbench.world.lifetime import detach_from_terminal_signals, die_with_parent
+from pytest_dmlbench.world.forked.lifetime import detach_from_terminal_signals, die_with_parent
 from pytest_dmlbench.world.messages import Exited, Shutdown, Spawned, SpawnWorld, ZygoteReady
 from pytest_dmlbench.world.registry import CaseRegistry
 
@@ -141,7 +141,7 @@ def _zygote_main(sock: socket.socket, registry: CaseRegistry, parent_pid: int, l
     import pytest_dmlbench.measure.bench  # noqa: F401 - what every rank's first case would otherwise import
     from pytest_dmlbench.world.cuda_count import cuda_device_count
     from pytest_dmlbench.world.execute import warm_up
-    from pytest_dmlbench.world.rank import rank_main
+    from pytest_dmlbench.world.forked.rank import rank_main
 
     warm_up()
 

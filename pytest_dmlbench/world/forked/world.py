@@ -12,11 +12,11 @@ from typing import Any, cast
 
 from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.world.dispatch import CaseDispatch, RankLost
-from pytest_dmlbench.world.lifetime import describe_status
+from pytest_dmlbench.world.forked.lifetime import describe_status
+from pytest_dmlbench.world.forked.rank import rank_log_path, rank_stack_path
+from pytest_dmlbench.world.forked.zygote import ZygoteHandle
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, Shutdown, WorldSpec
 from pytest_dmlbench.world.outcome import RankReport
-from pytest_dmlbench.world.rank import rank_log_path, rank_stack_path
-from pytest_dmlbench.world.zygote import ZygoteHandle
 
 # How long a SIGUSR1 stack dump may take to appear.
 STACK_DUMP_WAIT_S = 0.5

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.world.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
-from pytest_dmlbench.world.launched import launched_externally, launcher_world_size
+from pytest_dmlbench.world.launched.engine import launched_externally, launcher_world_size
+from pytest_dmlbench.world.launched.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
 from tests.conftest import clean_env, write_files
+from tests.world.launched.test_torchrun_world import CASES, _finish, _free_loopback_port
 from tests.world.listeners import listeners, named, process_tree
-from tests.world.test_torchrun_world import CASES, _finish, _free_loopback_port
 
 
 def horovodrun_env(rank: int, size: int) -> dict[str, str]:

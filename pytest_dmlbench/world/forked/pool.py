@@ -9,11 +9,11 @@ import sys
 from collections.abc import Callable
 
 from pytest_dmlbench.errors import WorldError
+from pytest_dmlbench.world.forked.scratch import new_scratch_folder, remove_abandoned_scratch_folders
+from pytest_dmlbench.world.forked.world import World
+from pytest_dmlbench.world.forked.zygote import ZygoteHandle
 from pytest_dmlbench.world.messages import WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
-from pytest_dmlbench.world.scratch import new_scratch_folder, remove_abandoned_scratch_folders
-from pytest_dmlbench.world.world import World
-from pytest_dmlbench.world.zygote import ZygoteHandle
 
 
 def cuda_initialised() -> bool:

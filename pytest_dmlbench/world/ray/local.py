@@ -9,7 +9,7 @@ turns that switch off while ``ray.init`` starts the instance (the driver reads i
 ``ray._private.ray_constants``, which another import of Ray may have read already; the processes Ray
 spawns read the environment), restores it afterwards, and checks the node's address, so a Ray version
 that decides otherwise fails loudly instead of listening on the network. No dashboard, no usage-stats
-reporting. Every worker runs :func:`~.ray_worker_setup.setup_worker` at start, so the store Ray Train's
+reporting. Every worker runs :func:`~.worker_setup.setup_worker` at start, so the store Ray Train's
 process group opens on its rank 0 listens on the node's address (127.0.0.1) too, and the worker's own
 instance is the one Ray's address lookup finds when several run on the machine.
 
@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pytest_dmlbench.errors import WorldError
-from pytest_dmlbench.world.ray_worker_setup import HOOK
+from pytest_dmlbench.world.ray.worker_setup import HOOK
 
 LOOPBACK = "127.0.0.1"
 CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # Ray's own name; "0" keeps a node on 127.0.0.1

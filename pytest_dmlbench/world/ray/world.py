@@ -1,20 +1,20 @@
 """A world whose ranks are Ray actors: the same surface and failure contract as :class:`World`.
 
 ``RayWorld(spec, registry)`` then ``start()``, ``run(...) -> CaseOutcome``, ``kill()``, ``stop()``, like the
-forked engine's :class:`~pytest_dmlbench.world.world.World`:
+forked engine's :class:`~pytest_dmlbench.world.forked.world.World`:
 
 - Ray: ``ray.init()`` when Ray is not initialised yet (the cluster at ``RAY_ADDRESS``, else a local instance
-  that listens on 127.0.0.1 only, :mod:`.ray_local`), with the parent's ``sys.path`` as the workers'
+  that listens on 127.0.0.1 only, :mod:`.local`), with the parent's ``sys.path`` as the workers'
   ``PYTHONPATH`` so that test modules import there (a local cluster or a shared file system).
 - Placement: one bundle of ``cpus_per_rank`` CPUs per rank in a placement group, ``PACK`` by default;
   with ``spread=True`` one rank per node (``STRICT_SPREAD``) when the cluster has a node for every rank, else
-  ``SPREAD`` (Ray's best effort, several ranks per node). Each rank is a :class:`~.ray_rank.RankActor` in
+  ``SPREAD`` (Ray's best effort, several ranks per node). Each rank is a :class:`~.rank.RankActor` in
   its bundle.
 - Rendezvous: rank 0's actor starts a ``torch.distributed.TCPStore`` listening on one address only, port
   chosen by the OS (:attr:`RayWorld.store_address`): loopback with ``GLOO_SOCKET_IFNAME=lo`` when every rank
   is on one node, else rank 0's node address. The others join through it.
 - Cases: the registry (case functions and their parametrize values) travels to every actor with Ray's
-  pickling; a case is a :class:`~.messages.CaseRequest` sent to every actor.
+  pickling; a case is a :class:`~pytest_dmlbench.world.messages.CaseRequest` sent to every actor.
 - Failures: a case that raises on some ranks fails with each rank's traceback; the others get
   ``FAILURE_GRACE_S`` to report, then count as stuck. A hung case is stopped at its timeout with every
   stuck rank's stacks (asked from the actor's second thread). A dead actor is named with Ray's reason. After
@@ -34,7 +34,7 @@ from pytest_dmlbench.errors import WorldError
 from pytest_dmlbench.world.dispatch import CaseDispatch, RankLost
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
 from pytest_dmlbench.world.outcome import RankReport
-from pytest_dmlbench.world.ray_local import start_local
+from pytest_dmlbench.world.ray.local import start_local
 from pytest_dmlbench.world.registry import CaseRegistry
 
 INSTALL_HINT = "pip install 'pytest-dmlbench[ray]' (or pip install ray)"
@@ -55,7 +55,7 @@ def import_ray() -> Any:
 
 def ensure_ray(num_cpus: float | None = None) -> Any:
     """Ray, initialised: an existing connection, the cluster at ``RAY_ADDRESS``, or a new local instance
-    listening on loopback only (:func:`~.ray_local.start_local`)."""
+    listening on loopback only (:func:`~.local.start_local`)."""
     ray = import_ray()
     if not ray.is_initialized():
         path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
@@ -110,7 +110,7 @@ class RayWorld(CaseDispatch):
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from pytest_dmlbench.world.ray_rank import RankActor
+        from pytest_dmlbench.world.ray.rank import RankActor
 
         deadline = time.monotonic() + self.spec.init_timeout_s
         strategy = placement_strategy(self.spread, n, nodes_that_fit(ray, self.cpus_per_rank) if self.spread else 0)
