@@ -1,8 +1,8 @@
-"""Inner pytest runs forked from a process that has imported torch, pytest and the plugin already.
+"""Inner pytest runs forked from a process that has imported torch and pytest already.
 
 An inner ``python -m pytest`` spends most of its CPU before it collects anything: importing torch (2.5-3 s of a
-core on the project's 2-core runners) and pytest with the plugin. The plugin's own tests start hundreds of
-them. :class:`ForkServer` keeps one process per test process that has done those imports once and forks a
+core on the project's 2-core runners) and pytest. The plugin's own tests start hundreds of them.
+:class:`ForkServer` keeps one process per test process that has done those imports once and forks a
 child per inner run; the child takes the run's folder, environment, arguments and output files, and runs
 pytest's console entry point as ``python -m pytest`` would, exiting as a process does (threads joined, exit
 handlers run).

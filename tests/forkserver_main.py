@@ -1,4 +1,4 @@
-"""The fork server of :mod:`tests.forkserver`: imports torch, pytest and the plugin once, then for every request
+"""The fork server of :mod:`tests.forkserver`: imports torch and pytest once, then for every request
 (one JSON line on stdin) forks a child that runs ``python -m pytest`` there; it answers the child's pid, then
 its exit status (one JSON line each on stdout). Started by path, with nothing of ``tests`` imported."""
 
@@ -49,10 +49,10 @@ def run_child(request: dict[str, Any]) -> int:
 
 
 def serve() -> None:
+    # The imports every child would repeat. Not the plugin: pytest may mark it for assertion rewriting, which it
+    # cannot do to a module imported already (PytestAssertRewriteWarning in every child's output).
     import pytest  # noqa: F401
-    import torch  # noqa: F401  (the imports every child would repeat)
-
-    import pytest_dmlbench.plugin  # noqa: F401
+    import torch  # noqa: F401
 
     answer = sys.stdout
     for line in sys.stdin:
