@@ -12,7 +12,7 @@ from pytest_dmlbench.plots.figure import new_axes
 from pytest_dmlbench.results.report import read_results
 from tests.plots.conftest import no_warnings
 
-STORED = Path(__file__).parents[1] / "reports" / "data" / "results.json"
+STORED = Path(__file__).parent / "data" / "results.json"
 
 
 def test_rendering_a_real_run_and_its_trend_warns_nothing(tmp_path: Path) -> None:
