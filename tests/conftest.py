@@ -93,7 +93,7 @@ def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Ou
     ``TMPDIR`` is the test's :func:`inner_tmpdir` unless ``env`` names one.
 
     Hypothesis's pytest plugin imports all of Hypothesis at every session's end (about 1 s of a loaded core),
-    so it is loaded only where the folder's files use Hypothesis. With ``DMLBENCH_TEST_FORKSERVER=1`` the run
+    so it is loaded only where the folder's files use Hypothesis. Unless ``DMLBENCH_TEST_FORKSERVER=0``, the run
     is forked from a process that has imported torch and pytest already (:mod:`tests.forkserver`) unless
     ``env`` sets what only an interpreter's start reads."""
     (folder / "pytest.ini").exists() or (folder / "pytest.ini").write_text("[pytest]\n")

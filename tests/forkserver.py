@@ -9,7 +9,7 @@ handlers run).
 
 A run whose environment changes what an interpreter reads only at start-up (``PYTHON*``, ``LD_*``, thread-pool
 and torch variables) cannot be served by a fork of a process that has started already: :func:`forkable` says
-so, and such runs start a fresh interpreter, as do the runs of a test that asks for one.
+so, and such runs start a fresh interpreter. `DMLBENCH_TEST_FORKSERVER=0` turns the server off.
 
 The server's own code is :mod:`tests.forkserver_main`, started by path so that nothing of ``tests`` is
 imported into the processes it forks.
@@ -36,8 +36,9 @@ ENABLED_ENV = "DMLBENCH_TEST_FORKSERVER"
 
 
 def enabled() -> bool:
-    """Whether inner runs are forked (``DMLBENCH_TEST_FORKSERVER=1``); off, every run starts an interpreter."""
-    return os.environ.get(ENABLED_ENV, "0") == "1"
+    """Whether inner runs are forked: yes unless ``DMLBENCH_TEST_FORKSERVER=0``, which starts an interpreter for
+    every run (as before the fork server; for telling a difference of the fork apart)."""
+    return os.environ.get(ENABLED_ENV, "1") != "0"
 
 
 def startup_environment(env: dict[str, str]) -> dict[str, str]:
