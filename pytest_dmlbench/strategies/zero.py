@@ -20,6 +20,11 @@ The no-communication twin (``communicate=False``) builds the same engine and ski
 (asynchronous ones return a completed handle). DeepSpeed broadcasts the model once when the engine is
 built and never buffers per step (BatchNorm statistics stay per rank, unlike DDP's rule).
 
+DeepSpeed's backend, made once per process by the first engine, would compile (on first use in an
+environment: one to two minutes of a core on a 2-core machine) and load a shared-memory operation that only
+its ``inference_all_reduce`` uses; this strategy trains, so the engine is built without it
+(:func:`without_inference_shm_op`) and ``inference_all_reduce`` falls back to ``torch.distributed``.
+
 DeepSpeed is an optional dependency (``pip install 'pytest-dmlbench[deepspeed]'``), imported when the
 strategy is built.
 """
@@ -27,6 +32,7 @@ strategy is built.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -102,6 +108,24 @@ def forget_stale_groups() -> None:
 
 
 @contextlib.contextmanager
+def without_inference_shm_op() -> Iterator[None]:
+    """While DeepSpeed's communication backend is made, build no shared-memory operation for it: DeepSpeed
+    builds one (``deepspeed.comm.torch.build_shm_op``) that serves ``inference_all_reduce`` alone, and treats
+    ``None`` as an environment without it. A DeepSpeed that lacks the function is left as it is."""
+    # by module name: the attribute ``deepspeed.comm.torch`` is the ``torch`` package that module imports
+    deepspeed_torch: Any = importlib.import_module("deepspeed.comm.torch")
+    original = getattr(deepspeed_torch, "build_shm_op", None)
+    if original is None:
+        yield
+        return
+    deepspeed_torch.build_shm_op = lambda: None
+    try:
+        yield
+    finally:
+        deepspeed_torch.build_shm_op = original
+
+
+@contextlib.contextmanager
 def routed_deepspeed_comm(backend: Any, *, skip: bool) -> Iterator[None]:
     """Route ``backend``'s data-moving methods through :func:`comm.issue` (or skip them, for the twin)."""
     routed = [method for method in ROUTED if getattr(backend, method, None) is not None]
@@ -168,8 +192,9 @@ class DeepSpeedStrategy(Strategy):
         }
         optimizer = self._optimizer(self.model.parameters())
         forget_stale_groups()
-        self.engine, _, _, _ = deepspeed.initialize(model=self.model, optimizer=optimizer, config=ds_config,
-                                                    dist_init_required=False)
+        with without_inference_shm_op():
+            self.engine, _, _, _ = deepspeed.initialize(model=self.model, optimizer=optimizer, config=ds_config,
+                                                        dist_init_required=False)
         self._backend = deepspeed.comm.comm.cdb
 
     def _step(self, inputs: torch.Tensor | None, targets: torch.Tensor | None, loss_fn: LossFn) -> float:

@@ -12,7 +12,7 @@ from torch import nn
 
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.strategies import available, build
-from pytest_dmlbench.strategies.zero import INSTALL_HINT
+from pytest_dmlbench.strategies.zero import INSTALL_HINT, without_inference_shm_op
 from tests.conftest import run_pytest, write_files
 
 HAVE_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
@@ -66,6 +66,8 @@ def test_zero2_equals_single_process_sgd(dist):
     strategy = run(communicate=True)
     assert strategy.comm_bytes_by_op["all_reduce"] == 4 * 874 + 4
     assert strategy.comm_bytes_by_op["all_gather"] == 4 * 438
+    # the backend was made without the shared-memory operation only inference_all_reduce uses
+    assert strategy._backend.shm_comm_op is None
 
 
 @pytest.mark.dmlbench(world_size=2, timeout=300)
@@ -81,3 +83,12 @@ def test_zero2_on_two_gloo_ranks_equals_single_process_sgd(tmp_path: Path) -> No
     outcome = run_pytest(tmp_path, "--dmlbench", "-q", timeout=600)
     assert outcome.returncode == 0, outcome.output
     outcome.lines.fnmatch_lines(["*2 passed*"])
+
+
+@pytest.mark.skipif(not HAVE_DEEPSPEED, reason="DeepSpeed is not installed: " + INSTALL_HINT)
+def test_the_shared_memory_op_is_left_out_only_while_the_engine_is_built() -> None:
+    deepspeed_torch = importlib.import_module("deepspeed.comm.torch")
+    original = deepspeed_torch.build_shm_op
+    with without_inference_shm_op():
+        assert deepspeed_torch.build_shm_op() is None
+    assert deepspeed_torch.build_shm_op is original
