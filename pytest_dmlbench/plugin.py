@@ -54,7 +54,7 @@ from pytest_dmlbench.item_case import (
     prepared_case,
     records_in_process,
 )
-from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, SMOKE_BUDGET
+from pytest_dmlbench.measure.rounds import SMOKE_BUDGET
 from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
 from pytest_dmlbench.progress import register as register_progress
 from pytest_dmlbench.results import CaseResult
@@ -474,10 +474,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     from pytest_dmlbench.world.failure import failure_text as rank_failure_text
 
     backend = pyfuncitem.stash[BACKEND_KEY]
-    # under the paired gate a short calibration run: the gate measures its block pairs after it
-    paired = pyfuncitem.config.stash[CONFIG_KEY].against is not None
-    settings_of_run = pyfuncitem.config.stash[CONFIG_KEY]
-    case = prepared_case(pyfuncitem, SMOKE_BUDGET if settings_of_run.smoke else CALIBRATION_BUDGET if paired else None)
+    case = prepared_case(pyfuncitem, pyfuncitem.config.stash[GATE_KEY].case_budget())
     try:
         engine = _case_engine(pyfuncitem.config, settings.launcher)
         assert engine is not None  # a case of another launcher was skipped in its set-up

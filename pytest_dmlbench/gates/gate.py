@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.results import CaseResult, Verdict
 
 
@@ -68,6 +69,10 @@ class Gate(Protocol):
 
     def ready(self) -> None:
         """After the engine started its worlds, before the first case runs."""
+
+    def case_budget(self) -> BlockBudget | None:
+        """The rounds a case's own run measures (``None``: each measurement's default): the figures this gate
+        judges come from them, or, for a gate that measures its own, they only check the case."""
 
     def judge(self, item: JudgedItem, result: CaseResult) -> GateDecision:
         """The verdicts on ``result``'s figures (``result`` is read, not changed)."""

@@ -51,6 +51,7 @@ from pytest_dmlbench.gates.profile_diff import grown, growth_text
 from pytest_dmlbench.gates.run_level import RunLevelRule
 from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.measure.op_profile import BlockProfile
+from pytest_dmlbench.measure.rounds import CALIBRATION_BUDGET, BlockBudget
 from pytest_dmlbench.results import CaseResult, MetricResult, Verdict
 from pytest_dmlbench.results.stats import median
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
@@ -93,6 +94,10 @@ class PairedGate:
         return self.writer.reproduce(item)
 
     # -- lifecycle --
+    def case_budget(self) -> BlockBudget:
+        """A short calibration run, which checks the case and sizes its blocks: the block pairs measure after."""
+        return CALIBRATION_BUDGET
+
     def collected(self, items: Sequence[tuple[str, Path]], measuring: int) -> None:
         """A's cases (node id, file), before A's worlds start: B starts now, so both start together."""
         self.trial.run_rule = RunLevelRule(self.settings.run_alpha, measuring)
