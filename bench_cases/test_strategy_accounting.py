@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import torch.nn.functional as F
 
-from pytest_dmlbench import comm, models
 from pytest_dmlbench.data import synthetic_classification
+from pytest_dmlbench.measure import comm
 from pytest_dmlbench.measure.comm import instrument_collectives
 from pytest_dmlbench.strategies import Strategy, build
+from pytest_dmlbench.training import models
 from pytest_dmlbench.training.reference import batch_for, raise_on_all_ranks
 
 # The correctness suite CI runs: pytest --dmlbench --world-size 2 -m correctness

@@ -1,11 +1,15 @@
-"""Kept import path: ``pytest_dmlbench.stats`` is :mod:`pytest_dmlbench.results.stats` (the same module object).
+"""Deprecated import path: ``pytest_dmlbench.stats`` is :mod:`pytest_dmlbench.results.stats`
+(the same module object).
 
-Users' tests import it under this name; the package itself imports ``pytest_dmlbench.results.stats``.
+Importing it warns (``DeprecationWarning``, once per process) and keeps working until pytest-dmlbench 1.0,
+which removes it: import ``pytest_dmlbench.results.stats`` instead.
+The package and its own cases import the new path only.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 from pytest_dmlbench.results import stats as _moved
@@ -13,4 +17,6 @@ from pytest_dmlbench.results import stats as _moved
 if TYPE_CHECKING:
     from pytest_dmlbench.results.stats import *  # noqa: F403
 
+warnings.warn("pytest_dmlbench.stats is deprecated and goes in pytest-dmlbench 1.0: "
+              "import pytest_dmlbench.results.stats instead (the same module)", DeprecationWarning, stacklevel=2)
 sys.modules[__name__] = _moved

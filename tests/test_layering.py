@@ -191,10 +191,22 @@ def test_the_package_root_and_the_kept_paths_import_nothing_of_their_own() -> No
 
 @pytest.mark.parametrize(("old", "new"), [("comm", "measure.comm"), ("models", "training.models"),
                                           ("reference", "training.reference"), ("stats", "results.stats")])
-def test_a_kept_import_path_is_the_module_itself(old: str, new: str) -> None:
-    import importlib
+def test_a_kept_import_path_is_the_module_itself_and_warns_that_it_goes(old: str, new: str) -> None:
+    """In a fresh interpreter: a process warns once, at the first import of the old path."""
+    import subprocess
+    import sys
 
-    assert importlib.import_module(f"pytest_dmlbench.{old}") is importlib.import_module(f"pytest_dmlbench.{new}")
+    probe = (f"import importlib, warnings\nwarnings.simplefilter('error')\n"
+             f"new = importlib.import_module('pytest_dmlbench.{new}')  # the new path: no warning\n"
+             f"warnings.simplefilter('always')\n"
+             f"with warnings.catch_warnings(record=True) as seen:\n"
+             f"    assert importlib.import_module('pytest_dmlbench.{old}') is new\n"
+             f"print([(w.category.__name__, str(w.message)) for w in seen])\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == repr([("DeprecationWarning", f"pytest_dmlbench.{old} is deprecated and goes in "
+                                         f"pytest-dmlbench 1.0: import pytest_dmlbench.{new} instead (the same "
+                                         "module)")])
 
 
 def test_the_results_model_stands_on_the_statistics_alone() -> None:

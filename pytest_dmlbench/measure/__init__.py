@@ -11,7 +11,7 @@ Modules (none imports torch or pytest at import time; import them directly):
 - ``memory``: peak RSS (reset through ``/proc/self/clear_refs``) and CUDA peaks; ``peak_memory_metrics``.
 - ``bandwidth``: nccl-tests ``algbw``/``busbw`` and ``memcpy_gbps``.
 - ``comm``: the one communication-accounting layer: bytes, calls and time inside collectives
-  (``pytest_dmlbench.comm`` is kept as its import path).
+  (``pytest_dmlbench.comm``, a deprecated import path, is the same module until 1.0).
 - ``bench`` and ``dist_info``: the rank-side API, the ``dmlbench`` and ``dist`` fixtures on a rank.
 - ``op_profile``: per-operator profiles of a block; ``contention``: what else used the cores.
 

@@ -18,7 +18,8 @@ pytestmark = needs_gpus(1)
 CASES = '''
 import pytest, torch, torch.distributed as td
 import torch.nn.functional as F
-from pytest_dmlbench import models, strategies
+from pytest_dmlbench import strategies
+from pytest_dmlbench.training import models
 from pytest_dmlbench.data import shard, synthetic_classification
 
 @pytest.mark.dmlbench(world_size=1)
