@@ -7,6 +7,8 @@ each step's loss, writes a checkpoint per rank and calls destroy_process_group.
 ``--no-env`` is the variant that ignores the variables (it trains as one process, whatever launched it).
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 
@@ -31,13 +33,13 @@ def main() -> None:
         dist.init_process_group("gloo")
         assert dist.get_rank() == rank and dist.get_world_size() == world_size
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).double()
-    if distributed:
-        model = DDP(model)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).double()
+    model: torch.nn.Module = DDP(net) if distributed else net
     data = torch.Generator().manual_seed(1)
     dataset = TensorDataset(torch.randn(64, 8, generator=data, dtype=torch.float64),
                             torch.randint(0, 3, (64,), generator=data))
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+    sampler: DistributedSampler[int] = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
+                                                          seed=0)
     loader = DataLoader(dataset, batch_size=32 // world_size, sampler=sampler)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     step = 0
@@ -46,7 +48,7 @@ def main() -> None:
         for inputs, targets in loader:
             optimizer.zero_grad()
             loss = F.cross_entropy(model(inputs), targets)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
             optimizer.step()
             total = loss.detach().clone()
             if distributed:
@@ -54,7 +56,7 @@ def main() -> None:
             print(f"step {step} rank {rank} local_rank {local_rank} loss {total.item() / world_size!r}", flush=True)
             step += 1
     os.makedirs(args.out, exist_ok=True)
-    state = model.module.state_dict() if distributed else model.state_dict()
+    state = model.module.state_dict() if isinstance(model, DDP) else model.state_dict()
     torch.save(state, os.path.join(args.out, f"checkpoint-rank{rank}.pt"))
     if distributed:
         dist.destroy_process_group()

@@ -60,7 +60,8 @@ class FakeHorovod(types.ModuleType):
 
     def __init__(self, rank: int, from_rank0: object) -> None:
         super().__init__("horovod.torch")
-        self._rank, self.from_rank0, self.initialised, self.sent = rank, from_rank0, False, None
+        self._rank, self.from_rank0, self.initialised = rank, from_rank0, False
+        self.sent: object = None
 
     def init(self) -> None:
         self.initialised = True

@@ -48,7 +48,9 @@ def _lookup(drop_pinned_address: bool) -> str:
     if drop_pinned_address:
         os.environ.pop("RAY_ADDRESS", None)
     try:
-        return str(canonicalize_bootstrap_address_or_die(None))  # what Ray's state API calls
+        # What Ray's state API calls. Ray annotates the address as str, but documents and handles None (no
+        # address: look the instance up), which is the lookup under test ("auto" would also take other clusters).
+        return str(canonicalize_bootstrap_address_or_die(None))  # type: ignore[arg-type]
     except ConnectionError as exc:
         return f"error: {exc}"
 

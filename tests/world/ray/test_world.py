@@ -34,7 +34,7 @@ def cluster() -> Iterator[object]:
              runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[3])}})
     yield local
     ray.shutdown()
-    local.shutdown()
+    local.shutdown()  # type: ignore[no-untyped-call]  # Ray leaves Cluster.shutdown unannotated
 
 
 def new_world(tmp_path: Path, spread: bool = False) -> RayWorld:

@@ -18,6 +18,7 @@ def race_after_isend(rank: int, world_size: int, *, correct: bool = False) -> No
     tensor = torch.full((4,), float(rank))
     if rank % 2 == 0 and rank + 1 < world_size:
         work = td.isend(tensor, rank + 1)
+        assert work is not None  # None only for a rank outside the group
         if correct:
             work.wait()
         tensor.add_(100.0)  # the next micro-step reuses the buffer

@@ -128,6 +128,7 @@ def test_point_to_point_blocking_and_asynchronous() -> None:
         incoming = torch.empty(1)
         receive = dist.irecv(incoming, src=left)  # posted before the send: must not wait here
         sent = dist.isend(torch.tensor([float(rank)]), dst=right)
+        assert receive is not None and sent is not None  # None only for a rank outside the group
         receive.wait()
         sent.wait()
         assert incoming.item() == left
@@ -148,12 +149,14 @@ def test_subgroups() -> None:
         evens = dist.new_group([0, 2, 4, 6])
         odds = dist.new_group([1, 3, 5, 7])
         mine = evens if rank % 2 == 0 else odds
+        assert isinstance(mine, dist.ProcessGroup)  # a member's group (a non-member gets NON_GROUP_MEMBER)
         tensor = torch.tensor([float(rank)])
         dist.all_reduce(tensor, group=mine)
         assert tensor.item() == (12.0 if rank % 2 == 0 else 16.0)
         assert dist.get_world_size(mine) == 4 and dist.get_rank(mine) == rank // 2
-        dist.broadcast(tensor, src=3, group=odds) if rank % 2 else None
         if rank % 2:
+            assert isinstance(odds, dist.ProcessGroup)
+            dist.broadcast(tensor, src=3, group=odds)
             assert tensor.item() == 16.0
 
     assert passed(simulate(body, N), N)

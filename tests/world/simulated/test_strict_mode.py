@@ -112,6 +112,7 @@ def test_a_read_of_an_irecv_buffer_before_wait_is_found_and_a_read_of_an_isend_b
         rank = dist.get_rank()
         tensor = torch.full((2,), float(rank))
         work = dist.isend(tensor, 1) if rank == 0 else dist.irecv(tensor, 0)
+        assert work is not None  # None only for a rank outside the group
         if rank == 0 or read_received:
             float(tensor.sum())  # reading a send's buffer is fine on NCCL; a receive's is not
         work.wait()

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.config import DEFAULT_STRICT, ConfigError, DmlbenchConfig, case_settings, parse_strict
+from pytest_dmlbench.config import DEFAULT_STRICT, DmlbenchConfig, case_settings, parse_strict
+from pytest_dmlbench.errors import ConfigError
 
 
 def _run(strict: bool) -> DmlbenchConfig:

@@ -200,7 +200,9 @@ def test_each_rank_reads_and_writes_its_own_environment() -> None:
         td.barrier()  # every other rank writes and deletes its own in between
         child = subprocess.run([sys.executable, "-c", "import os; print(os.environ['RANK'], os.environ['MINE'])"],
                                capture_output=True, text=True, check=True).stdout.split()
-        store = td.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+        # torch.distributed's stubs do not re-export TCPStore (hence the ignore)
+        store = td.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),  # type: ignore[attr-defined,unused-ignore]
+                            is_master=False)
         store.set(f"rank{rank}", rank)  # the master address is a live store
         from_thread: list[str] = []
         helper = threading.Thread(target=lambda: from_thread.append(os.environ["MINE"] + os.environ["RANK"]))
@@ -221,6 +223,7 @@ def test_init_and_destroy_are_adopted_on_simulated_ranks() -> None:
         td.init_process_group("gloo", init_method="env://")  # what a script asks for: the simulated group
         td.init_process_group()
         sub = td.new_group([0, 1])
+        assert isinstance(sub, td.ProcessGroup)
         td.all_reduce(torch.ones(1), group=sub)
         td.destroy_process_group()
         assert sub not in td.distributed_c10d._world.pg_map  # the case's sub-groups go, as with torch's call
