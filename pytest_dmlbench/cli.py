@@ -19,12 +19,13 @@ from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import refresh_template
 from pytest_dmlbench.baseline.reading import load_any, load_baseline_for, read_file
 from pytest_dmlbench.baseline.store import baselines_root, recorded_identity
-from pytest_dmlbench.config import DEFAULT_THRESHOLD_PCT, parse_count, parse_threshold
+from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, parse_count, parse_threshold
 from pytest_dmlbench.drift import command as drift_command
 from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.output_paths import check_file_target
 from pytest_dmlbench.plots import command as plot_command
@@ -36,20 +37,22 @@ from pytest_dmlbench.results.table_layout import terminal_table, terminal_width,
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 SHOWN_NOT_COMPARED = ("no verdicts: these results were not compared, so there are no change and verdict columns "
                       "(`python -m pytest_dmlbench compare BASELINE RESULTS` compares them)")
-def compare_with_refresh(baseline: RunResults, current: RunResults, settings: CompareSettings, root: Path | None,
-                         source: Path) -> RunResults:
+def compare_with_refresh(baseline: RunResults, current: RunResults, settings: CompareSettings,
+                         thresholds: Thresholds, root: Path | None, source: Path) -> RunResults:
     """``compare_run`` whose verdicts give each case's own refresh command (its world size, backend, launcher
     and isolation, and the baselines root when it is not the default)."""
     by_nodeid = {case.nodeid: case for case in baseline.cases}
     compared = RunResults.from_dict(current.to_dict())
     for case in compared.cases:
         template = refresh_template(recorded_identity(case, current.run, source), root)
-        case.verdicts = compare_case(by_nodeid.get(case.nodeid), case, replace(settings, refresh_command=template))
+        case.verdicts = compare_case(by_nodeid.get(case.nodeid), case, replace(settings, refresh_command=template),
+                                     thresholds)
     return compared
 
 
 def _compare(args: argparse.Namespace) -> int:
-    settings = CompareSettings(threshold_pct=args.threshold, alpha=args.alpha, min_runs=args.min_runs)
+    settings = CompareSettings(alpha=args.alpha, min_runs=args.min_runs)
+    thresholds = Thresholds(args.threshold, DEFAULT_CPU_THRESHOLD_PCT)
     if args.json:
         check_file_target(Path(args.json), "--json")  # before the files are read and compared
     current = read_file(Path(args.results))
@@ -60,7 +63,7 @@ def _compare(args: argparse.Namespace) -> int:
             f"nothing to compare: no case of {args.results} ({len(current.cases)} cases, e.g. "
             f"{current.cases[0].nodeid}) is in {label} ({len(baseline.cases)} cases, e.g. {baseline.cases[0].nodeid}); "
             "compare results of the same suite, run from the same rootdir")
-    compared = compare_with_refresh(baseline, current, settings, baselines_root(Path(args.baseline)),
+    compared = compare_with_refresh(baseline, current, settings, thresholds, baselines_root(Path(args.baseline)),
                                     Path(args.results))
     width = terminal_width()
     print(f"baseline: {label}\nresults:  {args.results}")  # paths stay whole, to be copied

@@ -13,9 +13,10 @@ import pytest
 from pytest_dmlbench.baseline.fingerprint import machine_key
 from pytest_dmlbench.baseline.identity import BaselineIdentity
 from pytest_dmlbench.baseline.store import BaselineStore
-from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
+from pytest_dmlbench.gates.stored.keeper import BaselineKeeper
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.results.report import write_results
+from tests.configfactory import make_config
 from tests.results.casefactory import MACHINE, make_case, make_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ SAVES = 3  # saved runs before a figure timed per round is judged (the compare r
 
 def save_baselines(root: Path, cases: Callable[[int], list[CaseResult]]) -> None:
     """Save the cases of ``cases(seed)`` SAVES times, each time measured anew, as --dmlbench-save would."""
-    keeper = BaselineKeeper(BaselineOptions(root=root, save=True),
+    keeper = BaselineKeeper(make_config(root, save=True),
                             fingerprint_for=lambda backend: {**MACHINE, "backend": backend})
     for seed in range(100, 100 + SAVES):
         for case in cases(seed):

@@ -13,6 +13,7 @@ from pytest_dmlbench.gates.paired.pairs import BlockPair
 from pytest_dmlbench.gates.paired.single_reading import single_verdicts
 from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.results import MetricResult, Verdict
 from tests.results.casefactory import make_case
 
@@ -38,7 +39,7 @@ def test_the_stored_gate_fails_any_change_in_collective_calls(ref: float, now: f
     base, current = make_case(seed=1), make_case(seed=2)
     base.add(MetricResult.of("collective_calls_per_step", [ref] * 20))
     current.add(MetricResult.of("collective_calls_per_step", [now] * 20))
-    verdicts = {v.metric: v for v in compare_case(base, current, CompareSettings(threshold_pct=50.0, min_runs=1))}
+    verdicts = {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1), Thresholds(50.0))}
     assert verdicts["collective_calls_per_step"].kind == kind, verdicts["collective_calls_per_step"].message
 
 
@@ -47,9 +48,9 @@ def test_flops_fail_beyond_the_threshold_and_show_a_smaller_change() -> None:
     base.add(MetricResult.of("flops_per_step", [1000.0] * 20))
     beyond.add(MetricResult.of("flops_per_step", [1150.0] * 20))
     within.add(MetricResult.of("flops_per_step", [1050.0] * 20))
-    settings = CompareSettings(threshold_pct=10.0, min_runs=1)
-    caught = {v.metric: v for v in compare_case(base, beyond, settings)}["flops_per_step"]
-    shown = {v.metric: v for v in compare_case(base, within, settings)}["flops_per_step"]
+    settings, thresholds = CompareSettings(min_runs=1), Thresholds(10.0)
+    caught = {v.metric: v for v in compare_case(base, beyond, settings, thresholds)}["flops_per_step"]
+    shown = {v.metric: v for v in compare_case(base, within, settings, thresholds)}["flops_per_step"]
     assert caught.kind == "regression" and "compared exactly" in caught.message
     assert shown.kind == "unchanged" and "differs by 5" in shown.message
 
@@ -75,7 +76,7 @@ def _stored(ref: dict[str, tuple[float, ...]], now: dict[str, tuple[float, ...]]
     for case, readings in ((base, ref), (current, now)):
         for name, samples in readings.items():
             case.add(MetricResult.of(name, list(samples) * 20))
-    return {v.metric: v for v in compare_case(base, current, CompareSettings(threshold_pct=50.0, min_runs=1))
+    return {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1), Thresholds(50.0))
             if v.metric.startswith("collective_calls_per_step")}  # the factory's case records timings too
 
 

@@ -80,11 +80,11 @@ def test_the_stored_gate_judges_cpu_time_only_at_a_cpu_threshold() -> None:
     current = _with_cpu(make_case(seed=2), 0.0042)  # 5 % more CPU a step
     unjudged = compare_case(base, current, CompareSettings(min_runs=1))
     assert "cpu_time_s" not in {v.metric for v in unjudged}  # recorded, not judged, by default
-    judged = {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1, cpu_threshold_pct=2.5))}
+    judged = {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1), Thresholds(10.0, 2.5))}
     assert judged["cpu_time_s"].kind == "regression", judged["cpu_time_s"].message
     assert judged["cpu_time_s"].threshold_pct == 2.5 and judged["step_time_s"].threshold_pct == 10.0
     current.cpu_threshold_pct = 8.0  # the marker's cpu_threshold= beats the run's
-    own = {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1, cpu_threshold_pct=2.5))}
+    own = {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1), Thresholds(10.0, 2.5))}
     assert own["cpu_time_s"].kind != "regression" and own["cpu_time_s"].threshold_pct == 8.0
 
 

@@ -4,6 +4,7 @@ decided (wall time, CPU time, a work counter, a memory peak) and the message say
 from __future__ import annotations
 
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_run
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.plots.verdict_html import verdict_list
 from pytest_dmlbench.results import MetricResult, RunResults
 from pytest_dmlbench.results.figures import figure_kind, labelled, seen_by
@@ -33,7 +34,7 @@ def _judged() -> RunResults:
         case.add(MetricResult.of("collective_calls_per_step", [calls] * 20))
         case.add(MetricResult.of("collective_calls_per_step.all_reduce", [calls] * 20))
         case.add(MetricResult.of("my_loss", [calls] * 20, "nats", "lower"))
-    return compare_run(make_run([base]), make_run([current]), CompareSettings(min_runs=1, cpu_threshold_pct=5.0))
+    return compare_run(make_run([base]), make_run([current]), CompareSettings(min_runs=1), Thresholds(10.0, 5.0))
 
 
 def test_the_verdicts_table_and_reports_say_which_figure_saw_the_change() -> None:

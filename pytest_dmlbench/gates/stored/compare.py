@@ -62,33 +62,38 @@ REFRESH_COMMAND = "pytest --dmlbench {nodeid} --dmlbench-save"
 AGAINST = "the baseline"
 
 
+# The run's thresholds when no option sets them (the run's own come from ``DmlbenchConfig``, or the command-line
+# tool's --threshold).
+DEFAULT_THRESHOLDS = Thresholds(DEFAULT_THRESHOLD_PCT, DEFAULT_CPU_THRESHOLD_PCT)
+
+
 @dataclass(frozen=True)
 class CompareSettings:
-    """Run-wide comparison settings (``--dmlbench-threshold``, ``--dmlbench-cpu-threshold``, alpha, the refresh
-    command shown, and how many saved runs a figure timed per round needs before it is judged)."""
+    """The rule's own parameters: alpha, the refresh command shown, and how many saved runs a figure timed per
+    round needs before it is judged. The thresholds are the run's options and are passed per call
+    (:class:`~pytest_dmlbench.gates.thresholds.Thresholds`)."""
 
-    threshold_pct: float = DEFAULT_THRESHOLD_PCT
     alpha: float = DEFAULT_ALPHA
     refresh_command: str = REFRESH_COMMAND
     min_runs: int = MIN_RUNS
-    cpu_threshold_pct: float | None = DEFAULT_CPU_THRESHOLD_PCT  # None: CPU time is not judged
 
     def __post_init__(self) -> None:
-        parse_threshold(self.threshold_pct, "--dmlbench-threshold")
-        if self.cpu_threshold_pct is not None:
-            parse_threshold(self.cpu_threshold_pct, "--dmlbench-cpu-threshold")
         if not (isinstance(self.alpha, float | int) and 0.0 < self.alpha < 1.0):
             raise ConfigError(f"alpha must be a number between 0 and 1 (exclusive), got {self.alpha!r}")
         if not (isinstance(self.min_runs, int) and self.min_runs >= 1):
             raise ConfigError(f"min_runs must be a whole number >= 1, got {self.min_runs!r}")
 
-    def thresholds_for(self, case: CaseResult) -> Thresholds:
-        """The case's thresholds: the marker's ``threshold=`` and ``cpu_threshold=`` beat the run's."""
-        default = (self.threshold_pct if case.threshold_pct is None
-                   else parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}"))
-        cpu = (self.cpu_threshold_pct if case.cpu_threshold_pct is None
-               else parse_threshold(case.cpu_threshold_pct, f"cpu_threshold of {case.nodeid}"))
-        return Thresholds(default, cpu)
+
+DEFAULT_SETTINGS = CompareSettings()
+
+
+def case_thresholds(case: CaseResult, run: Thresholds) -> Thresholds:
+    """The case's thresholds: the marker's ``threshold=`` and ``cpu_threshold=`` beat the run's."""
+    default = (run.default_pct if case.threshold_pct is None
+               else parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}"))
+    cpu = (run.cpu_pct if case.cpu_threshold_pct is None
+           else parse_threshold(case.cpu_threshold_pct, f"cpu_threshold of {case.nodeid}"))
+    return Thresholds(default, cpu)
 
 
 def _finite(samples: Sequence[float]) -> tuple[list[float], int]:
@@ -226,23 +231,23 @@ def _runs_description(runs_test: BetweenRunTest | None, runs: int, alpha: float)
 
 
 def compare_case(
-    baseline: CaseResult | None, current: CaseResult, settings: CompareSettings,
-    new_reason: str = "no baseline yet",
+    baseline: CaseResult | None, current: CaseResult, settings: CompareSettings = DEFAULT_SETTINGS,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS, new_reason: str = "no baseline yet",
 ) -> list[Verdict]:
-    """Verdicts for every compared metric of ``current`` (all ``new``, saying ``new_reason``, when the case
-    has no baseline)."""
-    thresholds = settings.thresholds_for(current)
+    """Verdicts for every compared metric of ``current`` at the run's ``thresholds`` (the case's own beat them);
+    all ``new``, saying ``new_reason``, when the case has no baseline."""
+    own = case_thresholds(current, thresholds)
     command = settings.refresh_command.format(nodeid=_shell_quote(current.nodeid))
     verdicts = []
     base_metrics = baseline.metrics if baseline is not None else {}
     for name, metric in with_call_kinds(current.metrics, base_metrics).items():
-        if not thresholds.judges(name):
+        if not own.judges(name):
             continue
         base_metric = base_metrics.get(name) if baseline is not None else None
         if base_metric is None and baseline is not None and call_kind(name) is not None:
             base_metric = zero_calls(name, base_metrics)
         reason = new_reason if baseline is None else "the baseline does not record this metric"
-        verdict = compare_metric(base_metric, metric, thresholds.of(name), settings.alpha, command, reason,
+        verdict = compare_metric(base_metric, metric, own.of(name), settings.alpha, command, reason,
                                  settings.min_runs)
         if verdict is not None:
             verdicts.append(verdict)
@@ -273,11 +278,13 @@ def _shell_quote(text: str) -> str:
     return text if all(c.isalnum() or c in "/._-:" for c in text) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def compare_run(baseline: RunResults, current: RunResults, settings: CompareSettings) -> RunResults:
-    """A copy of ``current`` whose cases carry verdicts against ``baseline`` (cases matched by node id)."""
+def compare_run(baseline: RunResults, current: RunResults, settings: CompareSettings = DEFAULT_SETTINGS,
+                thresholds: Thresholds = DEFAULT_THRESHOLDS) -> RunResults:
+    """A copy of ``current`` whose cases carry verdicts against ``baseline`` (cases matched by node id) at the
+    run's ``thresholds``."""
     by_nodeid = {case.nodeid: case for case in baseline.cases}
     compared = RunResults.from_dict(current.to_dict())
     for case in compared.cases:
-        case.verdicts = compare_case(by_nodeid.get(case.nodeid), case, settings)
+        case.verdicts = compare_case(by_nodeid.get(case.nodeid), case, settings, thresholds)
     return compared
 

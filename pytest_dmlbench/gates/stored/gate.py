@@ -16,7 +16,7 @@ from pytest_dmlbench.baseline.identity import CASE_ISOLATION
 from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.errors import BaselineError
 from pytest_dmlbench.gates.gate import GateDecision, JudgedItem
-from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
+from pytest_dmlbench.gates.stored.keeper import BaselineKeeper
 from pytest_dmlbench.measure.rounds import SMOKE_BUDGET, BlockBudget
 from pytest_dmlbench.results import CaseResult
 
@@ -27,12 +27,7 @@ class StoredGate:
     def __init__(self, settings: DmlbenchConfig, run: dict[str, Any]) -> None:
         self.run = run
         self.smoke = settings.smoke
-        self.keeper = BaselineKeeper(BaselineOptions(
-            root=settings.baseline_dir, save=settings.save, compare=settings.compare,
-            threshold_pct=settings.threshold_pct, cpu_threshold_pct=settings.cpu_threshold_pct,
-            fail_on_improvement=settings.fail_on_improvement,
-            launcher=settings.launcher, isolation=settings.isolation,
-        ))
+        self.keeper = BaselineKeeper(settings)
 
     def case_budget(self) -> BlockBudget | None:
         """The measurements' defaults, whose rounds are judged; a smoke run's single round."""

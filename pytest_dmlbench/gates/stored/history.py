@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 
 from pytest_dmlbench.gates.stored.between_runs import HISTORY_RUNS
-from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_metric
+from pytest_dmlbench.gates.stored.compare import case_thresholds, compare_metric
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.results import CHANGE_KINDS, CaseResult, MetricResult
 
 
@@ -32,11 +33,13 @@ def carried_history(previous: MetricResult | None, current: MetricResult, thresh
     return [*previous.history, previous_median][-(HISTORY_RUNS - 1):]
 
 
-def with_history(current: CaseResult, previous: CaseResult | None, settings: CompareSettings) -> CaseResult:
-    """A copy of ``current`` whose metrics carry the run history of the stored ``previous`` case."""
+def with_history(current: CaseResult, previous: CaseResult | None, thresholds: Thresholds,
+                 alpha: float) -> CaseResult:
+    """A copy of ``current`` whose metrics carry the run history of the stored ``previous`` case, judged at the
+    run's ``thresholds`` (the case's own beat them)."""
     saved = CaseResult.from_dict(current.to_dict())
-    thresholds = settings.thresholds_for(current)
+    own = case_thresholds(current, thresholds)
     for name, metric in saved.metrics.items():
         stored = previous.metrics.get(name) if previous is not None else None
-        metric.history = carried_history(stored, metric, thresholds.of(name), settings.alpha)
+        metric.history = carried_history(stored, metric, own.of(name), alpha)
     return saved

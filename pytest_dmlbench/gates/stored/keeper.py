@@ -15,37 +15,22 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pytest_dmlbench.baseline.fingerprint import machine_fingerprint
-from pytest_dmlbench.baseline.identity import DEFAULT_ISOLATION, DEFAULT_LAUNCHER, BaselineIdentity, refresh_template
+from pytest_dmlbench.baseline.identity import BaselineIdentity, refresh_template
 from pytest_dmlbench.baseline.store import BaselineStore
-from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT
+from pytest_dmlbench.config import DmlbenchConfig
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
-from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
+from pytest_dmlbench.gates.stored.compare import DEFAULT_SETTINGS, compare_case
 from pytest_dmlbench.gates.stored.history import with_history
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import failing_verdicts
 from pytest_dmlbench.results import CaseResult, Verdict
-from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 from pytest_dmlbench.results.table import SAVED_RUNS_KEY
-
-
-@dataclass(frozen=True)
-class BaselineOptions:
-    """The baseline-related options of a run, read once from the command line / ini file."""
-
-    root: Path
-    save: bool = False
-    compare: bool = True
-    threshold_pct: float = DEFAULT_THRESHOLD_PCT
-    cpu_threshold_pct: float | None = DEFAULT_CPU_THRESHOLD_PCT
-    alpha: float = DEFAULT_ALPHA
-    fail_on_improvement: bool = False
-    launcher: str = DEFAULT_LAUNCHER
-    isolation: str = DEFAULT_ISOLATION
 
 
 def saved_runs(saved: CaseResult) -> int:
@@ -59,24 +44,28 @@ class BaselineKeeper:
 
     def __init__(
         self,
-        options: BaselineOptions,
+        config: DmlbenchConfig,
         fingerprint_for: Callable[[str], dict[str, Any]] = machine_fingerprint,
     ) -> None:
-        self.options = options
-        self.settings = CompareSettings(options.threshold_pct, options.alpha,
-                                        cpu_threshold_pct=options.cpu_threshold_pct)
+        self.config = config  # the run's options: baselines root, save or compare, thresholds, identity
+        self.settings = DEFAULT_SETTINGS  # the rule's own parameters (alpha, saved runs needed)
         self._fingerprint_for = fingerprint_for
         self._fingerprints: dict[str, dict[str, Any]] = {}
         self._stores: dict[BaselineIdentity, BaselineStore] = {}
         self._warned: set[Path] = set()
 
+    @property
+    def thresholds(self) -> Thresholds:
+        """The run's thresholds (``--dmlbench-threshold``, ``--dmlbench-cpu-threshold``)."""
+        return Thresholds(self.config.threshold_pct, self.config.cpu_threshold_pct)
+
     def store_for(self, case: CaseResult) -> BaselineStore:
         """The store of this machine class and the case's identity (the fingerprint is taken once per backend)."""
-        identity = BaselineIdentity.of_case(case, self.options.launcher, self.options.isolation)
+        identity = BaselineIdentity.of_case(case, self.config.launcher, self.config.isolation)
         if identity not in self._stores:
             if case.backend not in self._fingerprints:
                 self._fingerprints[case.backend] = self._fingerprint_for(case.backend)
-            self._stores[identity] = BaselineStore(self.options.root, self._fingerprints[case.backend], identity)
+            self._stores[identity] = BaselineStore(self.config.baseline_dir, self._fingerprints[case.backend], identity)
         return self._stores[identity]
 
     def process(self, case: CaseResult, run: Mapping[str, Any] | None = None) -> list[Verdict]:
@@ -86,9 +75,9 @@ class BaselineKeeper:
         unusable; the plugin reports that as the item's failure without a traceback.
         """
         store = self.store_for(case)
-        if self.options.save or self.options.compare:
+        if self.config.save or self.config.compare:
             self._warn_old_layout(store)
-        if self.options.save:
+        if self.config.save:
             try:
                 previous = store.load_case(case.nodeid)
             except BaselineError as exc:
@@ -97,24 +86,25 @@ class BaselineKeeper:
                 note = f"--dmlbench-save replaced an unreadable baseline; its run history starts over. {problem}"
                 case.extra.setdefault("notes", []).append(note)
                 warnings.warn(note, BaselineWarning, stacklevel=2)
-            saved = with_history(case, previous, self.settings)
+            saved = with_history(case, previous, self.thresholds, self.settings.alpha)
             store.save_case(saved, run)
             case.extra[SAVED_RUNS_KEY] = {"runs": saved_runs(saved), "needed": MIN_RUNS}
             case.verdicts = []
             return []
-        if not self.options.compare:
+        if not self.config.compare:
             case.verdicts = []
             return []
         settings = replace(self.settings, refresh_command=refresh_template(store.identity, store.root))
         if store.exists():
             baseline = store.load_case(case.nodeid)
             reason = "no baseline yet" if baseline is not None else new_reason(store, case.nodeid)
-            case.verdicts = compare_case(baseline, case, settings, new_reason=reason)
+            case.verdicts = compare_case(baseline, case, settings, self.thresholds, new_reason=reason)
         elif store.other_identities() or store.old_layout_note() is not None:
-            case.verdicts = compare_case(None, case, settings, new_reason=new_reason(store, case.nodeid))
+            case.verdicts = compare_case(None, case, settings, self.thresholds,
+                                         new_reason=new_reason(store, case.nodeid))
         else:  # nothing stored for this machine at all: nothing to compare with
             case.verdicts = []
-        return failing_verdicts(case.verdicts, self.options.fail_on_improvement)
+        return failing_verdicts(case.verdicts, self.config.fail_on_improvement)
 
     def _warn_old_layout(self, store: BaselineStore) -> None:
         """Say once per process and machine folder that files of the older layout are there and unused."""

@@ -9,7 +9,8 @@ import pytest
 
 from pytest_dmlbench.errors import BaselineWarning
 from pytest_dmlbench.gates.stored.between_runs import HISTORY_RUNS
-from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
+from pytest_dmlbench.gates.stored.keeper import BaselineKeeper
+from tests.configfactory import make_config
 from tests.results.casefactory import MACHINE, make_case
 
 NODE = "bench_cases/test_ddp.py::test_step[ddp]"
@@ -17,7 +18,7 @@ NODE = "bench_cases/test_ddp.py::test_step[ddp]"
 
 def keeper(root: Path, **options: object) -> BaselineKeeper:
     return BaselineKeeper(
-        BaselineOptions(root=root, **options),  # type: ignore[arg-type]
+        make_config(root, **options),
         fingerprint_for=lambda backend: {**MACHINE, "backend": backend},
     )
 

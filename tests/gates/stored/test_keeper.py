@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from pytest_dmlbench.errors import BaselineError, BaselineWarning
-from pytest_dmlbench.gates.stored.keeper import BaselineKeeper, BaselineOptions
+from pytest_dmlbench.gates.stored.keeper import BaselineKeeper
+from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import failure_text as failure_report
 from pytest_dmlbench.results import CaseResult
+from tests.configfactory import make_config
 from tests.results.casefactory import MACHINE, make_case
 
 NODE = "bench_cases/test_ddp.py::test_step[ddp]"
@@ -23,7 +25,7 @@ def fingerprint(backend: str) -> dict[str, object]:
 
 
 def keeper(root: Path, **options: object) -> BaselineKeeper:
-    return BaselineKeeper(BaselineOptions(root=root, **options), fingerprint_for=fingerprint)  # type: ignore[arg-type]
+    return BaselineKeeper(make_config(root, **options), fingerprint_for=fingerprint)
 
 
 def save(root: Path, median: float = 0.010, world_size: int = 4, **options: object) -> None:
@@ -48,6 +50,15 @@ def test_save_then_compare_unchanged_then_slower(tmp_path: Path) -> None:
     assert f"pytest --dmlbench --world-size 4 --dmlbench-backend gloo --dmlbench-baseline-dir {tmp_path} '{NODE}' " \
            "--dmlbench-save" in report
 
+
+
+def test_the_thresholds_are_the_run_configs(tmp_path: Path) -> None:
+    save(tmp_path)
+    slower = make_case(NODE, 0.013, seed=11)  # 30 % slower: a regression at the default 10 %
+    assert keeper(tmp_path, threshold_pct=50.0).process(slower) == []
+    assert {v.threshold_pct for v in slower.verdicts} == {50.0} and "regression" not in kinds(slower)
+    assert keeper(tmp_path).process(slower) != []  # negative control: the default threshold catches it
+    assert keeper(tmp_path, cpu_threshold_pct=2.5).thresholds == Thresholds(10.0, 2.5)
 
 def test_the_refresh_command_repeats_launcher_and_isolation(tmp_path: Path) -> None:
     save(tmp_path, launcher="ray", isolation="fresh")
