@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dmlbench.pytest_internals import finish_progress_row, start_rows_afresh
+from pytest_dmlbench.pytest_internals import finish_progress_row, output_uncaptured, start_rows_afresh
 from pytest_dmlbench.results import CaseResult, Verdict
 from pytest_dmlbench.results.table import headline_metric, metric_cells, verdict_cell
 from pytest_dmlbench.results.table_layout import INDENT, id_lines, wrap_text
@@ -168,7 +168,10 @@ class LiveProgress:
         if now - self.said.get(nodeid, start) < self.every_s:
             return
         self.said[nodeid] = now
-        self._write(nodeid, f"{pairs} block pairs so far, {now - start:.0f} s")
+        # during the case's call, where pytest captures output: written to its capture, the line would be lost
+        # and pytest's count of the row's width reset, so that its row later ran past the terminal's width
+        with output_uncaptured(self.config):
+            self._write(nodeid, f"{pairs} block pair{'' if pairs == 1 else 's'} so far, {now - start:.0f} s")
 
 
 def register(config: pytest.Config, gate: object) -> None:

@@ -1,10 +1,12 @@
 """Every use of pytest's private API, in one place, each guarded.
 
-pytest offers no public way to do these four things, so they read private names: the fixtures a test
+pytest offers no public way to do these things, so they read private names: the fixtures a test
 function asks for itself, the scope of the fixture definition active for a test, pytest's assertion
-explanations outside a running test (for forked ranks), and the ``tmp_path`` result key of a test whose call
-phase the paired gate's block server runs itself. Each was checked with pytest :data:`CHECKED`
-(``tests/test_pytest_internals.py`` runs every one against the installed pytest). When a pytest release
+explanations outside a running test (for forked ranks), the ``tmp_path`` result key of a test whose call
+phase the paired gate's block server runs itself, ending and restarting the terminal's progress rows, and
+writing to the terminal while a test's output is captured. Each was checked with pytest :data:`CHECKED`
+(``tests/test_pytest_internals.py`` runs each against the installed pytest; the terminal's, through real
+terminal output, ``tests/test_live_progress.py``). When a pytest release
 removes a name, the plugin stops with :class:`~pytest_dmlbench.errors.PytestInternalsChanged`, naming the
 name, the pytest version and the fix, instead of a traceback from inside pytest.
 
@@ -122,3 +124,19 @@ def start_rows_afresh(reporter: Any) -> None:
     if not hasattr(reporter, "currentfspath"):
         raise changed("TerminalReporter.currentfspath", "start pytest's next row after a line of figures")
     reporter.currentfspath = None
+
+
+@contextmanager
+def output_uncaptured(config: pytest.Config) -> Iterator[None]:
+    """Terminal output written meanwhile reaches the terminal, also while pytest captures a test's output (the
+    paired gate reports block pairs during a case's call; pytest's live logging does the same): the capture
+    manager's ``global_and_fixture_disabled``. Where nothing captures (no capture manager) nothing changes."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is None:
+        yield
+        return
+    disabled = getattr(capman, "global_and_fixture_disabled", None)
+    if disabled is None:
+        raise changed("CaptureManager.global_and_fixture_disabled", "print the paired gate's progress during a case")
+    with disabled():
+        yield

@@ -139,6 +139,52 @@ def test_the_gate_shows_pairs_done_without_flooding_the_log(pytester: pytest.Pyt
         assert said[-1].endswith(": 30 block pairs so far, 60 s")
 
 
+SWALLOWED_CONFTEST = """
+    from pytest_dmlbench import progress
+
+    def swallowed(self, nodeid, pairs):  # the old way: written straight to pytest's terminal during the call
+        self._write(nodeid, f"{pairs} block pairs so far, 0 s")
+
+    progress.LiveProgress.pairs_done = swallowed
+"""
+ROW_TESTS = """
+    import conftest
+
+    def test_a(): pass
+    def test_b(): pass
+
+    def test_long_gate(request):
+        progress = request.config.pluginmanager.get_plugin("progress")
+        for pairs in range(1, 31):
+            conftest.NOW[0] += 2.0
+            progress.pairs_done(request.node.nodeid, pairs)
+"""
+
+
+@pytest.mark.parametrize("swallowed", [False, True], ids=["uncaptured", "negative-control-captured"])
+def test_pairs_lines_reach_the_terminal_during_the_case_and_the_row_keeps_its_width(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, swallowed: bool) -> None:
+    """In a subprocess, whose output pytest captures at the file descriptor as a terminal's would be: a line
+    written during a case's call must get past the capture. Written straight to pytest's terminal (the negative
+    control), it went into the case's captured output, and the row of result letters after it ran past the
+    terminal's width (pytest counted the row from the lost line's end)."""
+    pytester.makeconftest(PAIRS_CONFTEST + (SWALLOWED_CONFTEST if swallowed else ""))
+    pytester.makepyfile(test_gate=ROW_TESTS)
+    pytester.makeini("[pytest]\nevery_s = 10\n")
+    monkeypatch.setenv("COLUMNS", "80")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-rP")
+    result.assert_outcomes(passed=3)
+    rows = [line for line in result.outlines if re.search(r"\[ *\d+%\]$", line)]  # pytest's progress rows
+    captured = result.outlines.index(next(line for line in result.outlines if "PASSES" in line))
+    said = [i for i, line in enumerate(result.outlines) if "block pairs so far" in line]
+    assert rows and said, result.outlines
+    widest = max(len(line) for line in rows)
+    if swallowed:
+        assert all(i > captured for i in said) and widest > 80, result.outlines
+    else:
+        assert all(i < captured for i in said) and widest <= 80, result.outlines
+
+
 def test_the_paired_gate_reports_each_pair() -> None:
     """The trial tells its listener after every block pair, counted over the case's stages; the live gate
     hands the listener to its trial."""
