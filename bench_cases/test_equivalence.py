@@ -53,6 +53,7 @@ def make_model(name: str, dtype: torch.dtype = torch.float64, seed: int = 0) -> 
     builders: dict[str, Callable[[], nn.Module]] = {
         "mlp": lambda: models.tiny_mlp(16, 32, 10, seed=seed),
         "wide_mlp": lambda: models.tiny_mlp(16, 64, 10, seed=seed),  # tensor parallelism at 64 ranks
+        "widest_mlp": lambda: models.tiny_mlp(16, 1024, 10, seed=seed),  # and at 1024
         "cnn": lambda: models.small_cnn(10, channels=(4, 8), hidden=16, seed=seed),
         "transformer": lambda: models.small_transformer(32, 8, d_model=16, nhead=2, layers=1, seed=seed),
         "bn_cnn": lambda: models.small_bn_cnn(10, channels=4, seed=seed),
@@ -64,7 +65,7 @@ def make_batches(model_name: str, dtype: torch.dtype, steps: int = STEPS, n: int
     """``steps`` global batches of ``n`` samples, identical on every rank (fixed seeds)."""
     batches = []
     for step in range(steps):
-        if model_name in ("mlp", "wide_mlp"):
+        if model_name in ("mlp", "wide_mlp", "widest_mlp"):
             batches.append(synthetic_classification(n, (16,), 10, seed=100 + step, dtype=dtype))
         elif model_name in ("cnn", "bn_cnn"):
             size = 32 if model_name == "cnn" else 8

@@ -25,6 +25,8 @@ import torch.distributed as tdist
 import torch.nn.functional as F
 from torch import nn
 
+from bench_cases import test_equivalence as equivalence
+from bench_cases import test_sharded_equivalence as sharded
 from pytest_dmlbench.data import shard, synthetic_classification
 from pytest_dmlbench.strategies import Strategy, build
 from pytest_dmlbench.training import models
@@ -175,3 +177,64 @@ def test_a_strategy_that_skips_synchronisation_is_caught(size: int, dist: Any) -
     with pytest.raises(AssertionError, match=rf"not bit-identical to rank 0 on ranks 1-{size - 1}; differ from "
                                              r"the single-process reference"):
         check_at_scale(strategy, "mlp", reference)
+
+
+# ------------------------------------------- pipeline, FSDP2, tensor parallelism, DDP's hooks in strict mode
+# Each runs its own equivalence check from bench_cases (test_equivalence, test_sharded_equivalence) on a world
+# of ``size`` ranks; tests/world/simulated/test_strict_strategies.py runs the same functions at 64 ranks in CI.
+PIPELINE_STAGES = 4  # the test model has 5 layers: at most 5 stages; 4 divides 64 and 1024 (x16, x256 replicas)
+WIDE_MODEL = {64: "wide_mlp", 1024: "widest_mlp"}  # tensor parallelism needs a hidden width the ranks divide
+
+
+def check_pipeline(size: int) -> None:
+    """Pipeline groups of 4 stages, ``size // 4`` of them, each on two micro-batches of one sample."""
+    equivalence.check_pipeline_equals_unsplit(PIPELINE_STAGES, 2, momentum=0.9, n=2 * size // PIPELINE_STAGES)
+
+
+def check_fsdp(size: int) -> None:
+    """FSDP2 resharding after the forward, one sample a rank, two steps (the second uses momentum)."""
+    sharded.check_strategy("fsdp", "mlp", 0.9, n=size, steps=2)
+
+
+def check_tensor_parallel(size: int) -> None:
+    """Tensor parallelism over all ranks on an MLP as wide as the world, whole batch of 16 on every rank."""
+    sharded.check_strategy("tensor_parallel", WIDE_MODEL[size], 0.9, steps=2)
+
+
+def check_fp16_hook(size: int) -> None:
+    equivalence.check_fp16_gradient_error("mlp", n=size)
+
+
+def check_powersgd_hook(size: int) -> None:
+    equivalence.check_powersgd_projection("mlp", n=size)
+
+
+def check_fsdp_without_reduce_scatter_is_caught(size: int) -> None:
+    """Negative control: FSDP2 without its gradient reduce-scatter fails the same check after one step."""
+    broken = sharded.FAULTY["fsdp_skips_reduce_scatter"](equivalence.make_model("mlp"))
+    with pytest.raises(AssertionError, match=sharded.FAULT_FAILURES["fsdp_skips_reduce_scatter"]):
+        sharded.check_against_reference(broken, "mlp", n=size, steps=1)
+
+
+STRICT_CHECKS: dict[str, Callable[[int], None]] = {
+    "pipeline": check_pipeline, "fsdp": check_fsdp, "tensor_parallel": check_tensor_parallel,
+    "fp16": check_fp16_hook, "powersgd": check_powersgd_hook,
+    "fsdp_without_reduce_scatter": check_fsdp_without_reduce_scatter_is_caught,
+}
+NEEDS_SHARDING = {"fsdp", "tensor_parallel", "fsdp_without_reduce_scatter"}
+
+
+@pytest.mark.parametrize("size", [simulated(1024, pytest.mark.scale, strict=True)])
+@pytest.mark.parametrize("check", list(STRICT_CHECKS), ids=list(STRICT_CHECKS))
+def test_other_strategies_pass_strict_mode_at_scale(size: int, check: str, dist: Any) -> None:
+    """The strategies not in :data:`EXACT`, each held to its own equivalence check in strict mode at 1024 ranks.
+
+    A pipeline of 1024 stages cannot be built from a 5-layer model (nor would it say more than 4 stages): at
+    1024 ranks the pipeline runs as 256 groups of 4 stages, data parallel across groups, so every stage's
+    sends and receives and the replicas' gradient all-reduce run at full width. Tensor parallelism splits an
+    MLP 1024 wide over all 1024 ranks. ``fsdp_without_reduce_scatter`` is the negative control, as at 64 ranks."""
+    from pytest_dmlbench.strategies.sharded import sharding_support
+
+    if check in NEEDS_SHARDING and sharding_support() is not None:
+        pytest.skip(f"{sharding_support()}")
+    STRICT_CHECKS[check](size)

@@ -42,3 +42,23 @@ def test_matrices_name_the_flat_index() -> None:
     actual[1, 1] = 9.0
     with pytest.raises(AssertionError, match=r"1 of 6 values differ .* worst at index 3: 9\.0 vs 2\.0"):
         assert_close(actual, expected, rtol=1e-10, atol=0.0, what="params")
+
+
+def test_the_verdict_is_agreed_on_every_rank_naming_the_failing_ones() -> None:
+    """raise_on_all_ranks on 4 simulated ranks: ranks 1 and 3 fail, so every rank raises naming [1, 3] (the failing
+    ranks with their own message); when no rank fails, none raises."""
+    import torch.distributed as dist
+
+    from pytest_dmlbench.training.reference import raise_on_all_ranks
+    from tests.world.simulated.helpers import passed, simulate
+
+    def body(info: object) -> None:
+        raise_on_all_ranks(None, what="params")  # negative control: nobody failed, nobody raises
+        rank = dist.get_rank()
+        error = f"rank {rank} is off" if rank in (1, 3) else None
+        with pytest.raises(AssertionError) as raised:
+            raise_on_all_ranks(error, what="params")
+        detail = f"rank {rank} is off" if error else "params: this rank agreed"
+        assert str(raised.value).startswith(f"failed on rank(s) [1, 3]: {detail}"), str(raised.value)
+
+    assert passed(simulate(body, 4), 4)

@@ -3,7 +3,8 @@
 strict world, and pipeline (4 stages x 16 replicas), FSDP2, tensor parallelism and DDP's communication hooks
 (fp16, PowerSGD) with their equivalence checks in another; the variants beside them (a pipeline of 4 stages
 alone, 2 stages x 2 replicas, FSDP2 keeping its parameters after the forward) in a strict world of 4 ranks.
-1024 ranks run under the ``scale`` marker (``pytest --dmlbench -m scale bench_cases/test_simulated_equivalence.py``).
+1024 ranks run under the ``scale`` marker, the same checks in strict mode
+(``pytest --dmlbench -m scale -k ranks1024-strict bench_cases/test_simulated_equivalence.py``).
 The negative controls: the same checks fail, in strict mode at 64 ranks too, on the all-reduce strategy that
 skips synchronisation and on FSDP2 without its gradient reduce-scatter (the other faulty strategies are caught
 at 2 ranks in ``bench_cases``: strict mode cannot make a check pass that would fail, since a result read before
@@ -17,11 +18,11 @@ import pytest
 
 from tests.world.simulated.helpers import passed, simulate
 
-# Global batches at 64 ranks: one sample per data rank for FSDP2 and the hooks, two per pipeline replica (its
-# two micro-batches); tensor parallelism gives every rank the whole batch of 16 and needs a hidden width the 64
-# ranks divide ("wide_mlp"). FSDP2 and tensor parallelism take two steps there (the second uses momentum).
+# Global batches at 64 ranks (bench_cases/test_simulated_equivalence.py's STRICT_CHECKS): one sample per data
+# rank for FSDP2 and the hooks, two per pipeline replica (4 stages x 16 replicas, its two micro-batches); tensor
+# parallelism gives every rank the whole batch of 16 and needs a hidden width the 64 ranks divide ("wide_mlp").
+# FSDP2 and tensor parallelism take two steps there (the second uses momentum).
 RANKS = 64
-PIPELINE_STAGES = 4  # the test model has 5 layers: at most 5 stages, so 64 ranks are 4 stages x 16 replicas
 
 
 def test_the_equivalence_suite_passes_strict_mode_at_64_ranks() -> None:
@@ -39,22 +40,15 @@ def test_the_equivalence_suite_passes_strict_mode_at_64_ranks() -> None:
 
 
 def test_pipeline_fsdp2_tensor_parallel_and_ddp_hooks_pass_strict_mode_at_64_ranks() -> None:
-    from bench_cases import test_equivalence as equivalence
-    from bench_cases import test_sharded_equivalence as sharded
+    from bench_cases import test_simulated_equivalence as suite
     from pytest_dmlbench.strategies.sharded import sharding_support
 
     if sharding_support() is not None:
         pytest.skip(f"{sharding_support()}")
 
     def body(info: Any) -> None:
-        equivalence.check_pipeline_equals_unsplit(PIPELINE_STAGES, 2, momentum=0.9, n=2 * RANKS // PIPELINE_STAGES)
-        sharded.check_strategy("fsdp", "mlp", 0.9, n=RANKS, steps=2)
-        sharded.check_strategy("tensor_parallel", "wide_mlp", 0.9, steps=2)
-        equivalence.check_fp16_gradient_error("mlp", n=RANKS)
-        equivalence.check_powersgd_projection("mlp", n=RANKS)
-        broken = sharded.FAULTY["fsdp_skips_reduce_scatter"](equivalence.make_model("mlp"))
-        with pytest.raises(AssertionError, match=sharded.FAULT_FAILURES["fsdp_skips_reduce_scatter"]):
-            sharded.check_against_reference(broken, "mlp", n=RANKS, steps=1)
+        for check in suite.STRICT_CHECKS.values():  # the checks the scale suite runs at 1024 ranks, one world here
+            check(RANKS)
 
     assert passed(simulate(body, RANKS, strict=True), RANKS)
 
