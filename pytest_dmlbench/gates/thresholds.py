@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_dmlbench.config import parse_threshold
 from pytest_dmlbench.gates.figures import CPU_TIME_METRICS
+from pytest_dmlbench.results import CaseResult
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,15 @@ class Thresholds:
         if metric in CPU_TIME_METRICS and self.cpu_pct is not None:
             return self.cpu_pct
         return self.default_pct
+
+    def for_case(self, case: CaseResult) -> Thresholds:
+        """``case``'s thresholds, these being the run's: the marker's ``threshold=`` and ``cpu_threshold=`` beat
+        them (both gates)."""
+        default = (self.default_pct if case.threshold_pct is None
+                   else parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}"))
+        cpu = (self.cpu_pct if case.cpu_threshold_pct is None
+               else parse_threshold(case.cpu_threshold_pct, f"cpu_threshold of {case.nodeid}"))
+        return Thresholds(default, cpu)
 
     @classmethod
     def of_case(cls, threshold: float | Thresholds) -> Thresholds:

@@ -192,23 +192,22 @@ class PairedGate:
                                        f"({server.restarts} of {MAX_SERVER_RESTARTS})")
 
     def _judge(self, item: JudgedItem, case: CaseResult, judgement: CaseJudgement, begin: float) -> None:
-        threshold = self.settings.threshold_pct if case.threshold_pct is None else case.threshold_pct
-        thresholds = Thresholds(threshold, self.settings.cpu_threshold_pct if case.cpu_threshold_pct is None
-                                else case.cpu_threshold_pct)
+        thresholds = Thresholds(self.settings.threshold_pct, self.settings.cpu_threshold_pct).for_case(case)
         directed = {n: m for n, m in case.metrics.items() if m.better is not None and thresholds.judges(n)}
         if item.in_process and not self.servers.ref.offers("in_process_blocks"):
             judgement.notes.append("in-process figures: REF cannot re-measure them")
             version = self.servers.ref.plugin_version
             judgement.verdicts = [self._untested(
-                item, m, "inconclusive", threshold,
+                item, m, "inconclusive", thresholds.default_pct,
                 f"recorded in the pytest process, and REF's pytest-dmlbench ({version}) predates re-measuring "
                 "such figures in blocks; they are judged once REF holds a pytest-dmlbench that does")
                 for m in directed.values()]
             return
         if not self.servers.has(item):
             judgement.notes.append("new: not in REF")
-            judgement.verdicts = [self._untested(item, m, "new", threshold, f"REF {self.launch.label} has no "
-                                                 f"{item.nodeid}") for m in directed.values()]
+            judgement.verdicts = [self._untested(item, m, "new", thresholds.default_pct,
+                                                 f"REF {self.launch.label} has no {item.nodeid}")
+                                  for m in directed.values()]
             return
         plan = block_plan(case, self.settings.block_seconds)
         judgement.plan = plan

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, parse_threshold
+from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.figures import MEMORY_PEAK_METRICS, counts_by_kind, is_call_count, is_exact_count
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS, BetweenRunTest, between_run_test
@@ -85,15 +85,6 @@ class CompareSettings:
 
 
 DEFAULT_SETTINGS = CompareSettings()
-
-
-def case_thresholds(case: CaseResult, run: Thresholds) -> Thresholds:
-    """The case's thresholds: the marker's ``threshold=`` and ``cpu_threshold=`` beat the run's."""
-    default = (run.default_pct if case.threshold_pct is None
-               else parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}"))
-    cpu = (run.cpu_pct if case.cpu_threshold_pct is None
-           else parse_threshold(case.cpu_threshold_pct, f"cpu_threshold of {case.nodeid}"))
-    return Thresholds(default, cpu)
 
 
 def _finite(samples: Sequence[float]) -> tuple[list[float], int]:
@@ -236,7 +227,7 @@ def compare_case(
 ) -> list[Verdict]:
     """Verdicts for every compared metric of ``current`` at the run's ``thresholds`` (the case's own beat them);
     all ``new``, saying ``new_reason``, when the case has no baseline."""
-    own = case_thresholds(current, thresholds)
+    own = thresholds.for_case(current)
     command = settings.refresh_command.format(nodeid=_shell_quote(current.nodeid))
     verdicts = []
     base_metrics = baseline.metrics if baseline is not None else {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from pytest_dmlbench.gates.stored.between_runs import HISTORY_RUNS
-from pytest_dmlbench.gates.stored.compare import case_thresholds, compare_metric
+from pytest_dmlbench.gates.stored.compare import compare_metric
 from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.results import CHANGE_KINDS, CaseResult, MetricResult
 
@@ -38,7 +38,7 @@ def with_history(current: CaseResult, previous: CaseResult | None, thresholds: T
     """A copy of ``current`` whose metrics carry the run history of the stored ``previous`` case, judged at the
     run's ``thresholds`` (the case's own beat them)."""
     saved = CaseResult.from_dict(current.to_dict())
-    own = case_thresholds(current, thresholds)
+    own = thresholds.for_case(current)
     for name, metric in saved.metrics.items():
         stored = previous.metrics.get(name) if previous is not None else None
         metric.history = carried_history(stored, metric, own.of(name), alpha)
