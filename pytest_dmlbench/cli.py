@@ -20,6 +20,7 @@ from pytest_dmlbench.baseline.identity import refresh_template
 from pytest_dmlbench.baseline.reading import load_any, load_baseline_for, read_file
 from pytest_dmlbench.baseline.store import baselines_root, recorded_identity
 from pytest_dmlbench.config import DEFAULT_CPU_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, parse_count, parse_threshold
+from pytest_dmlbench.config.output_paths import check_file_target
 from pytest_dmlbench.drift import command as drift_command
 from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
@@ -27,7 +28,6 @@ from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
 from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.gates.wording import failing_verdicts
-from pytest_dmlbench.output_paths import check_file_target
 from pytest_dmlbench.plots import command as plot_command
 from pytest_dmlbench.results import RunResults
 from pytest_dmlbench.results.report import write_results

@@ -198,7 +198,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
                                   args: list[str]) -> Generator[None, None, None]:
     """Once every option is known, a misspelt option of the plugin is refused naming the one it looks like."""
     result = yield
-    from pytest_dmlbench.option_typos import check_arguments
+    from pytest_dmlbench.config.option_typos import check_arguments
 
     check_arguments(parser, args, option_names())
     return result
@@ -242,7 +242,7 @@ def _engine_for(settings: DmlbenchConfig, facts: RunFacts) -> Engine:
 def _check_outputs(settings: DmlbenchConfig) -> None:
     """Every path the run will write is written to now (and what that made removed), and what the plots need
     is looked for, before any case runs."""
-    from pytest_dmlbench.output_paths import check_file_target, check_folder_target
+    from pytest_dmlbench.config.output_paths import check_file_target, check_folder_target
 
     if settings.json_path is not None:
         check_file_target(settings.json_path, "--dmlbench-json")

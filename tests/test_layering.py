@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_dmlbench"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the error classes every floor raises", ("errors",)),
     ("results and what shows them; the validated options; data sets",
-     ("results", "config", "output_paths", "data")),
+     ("results", "config", "data")),
     ("rank-side measurement and the property lockstep", ("measure", "properties")),
     ("the training library", ("strategies", "robust", "training", "sweeps")),
     ("the world engine", ("world",)),
@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tools over results: environment report, plots, projection", ("envreport", "plots", "projection")),
     ("the pytest face and the command line",
      ("plugin", "item_case", "stash_keys", "case_results", "results_reporter", "progress", "interruption", "smoke",
-      "option_typos", "property_cases", "pytest_internals", "not_judged", "experiments", "paired", "cli", "__main__",
+      "property_cases", "pytest_internals", "not_judged", "experiments", "paired", "cli", "__main__",
       # kept import paths, each the same module object as its new home
       "comm", "models", "reference", "stats")),
 ]

@@ -9,7 +9,7 @@ from typing import Any
 
 def _run(args: argparse.Namespace) -> int:
     from pytest_dmlbench.baseline.reading import load_any
-    from pytest_dmlbench.output_paths import check_folder_target
+    from pytest_dmlbench.config.output_paths import check_folder_target
     from pytest_dmlbench.plots import render
 
     check_folder_target(Path(args.out), "--out")  # before the files are read and drawn

@@ -112,7 +112,7 @@ def _families(results: RunResults, messages: int | None, checked: bool) -> tuple
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_dmlbench.output_paths import check_file_target
+    from pytest_dmlbench.config.output_paths import check_file_target
 
     for option, target in (("--plot", args.plot), ("--json", args.json)):
         if target:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_dmlbench.config import DmlbenchConfig
+from pytest_dmlbench.config.output_paths import check_file_target, check_folder_target
 from pytest_dmlbench.errors import ConfigError
-from pytest_dmlbench.output_paths import check_file_target, check_folder_target
 from pytest_dmlbench.plugin import _check_outputs
 from tests.conftest import run_pytest, write_files
 

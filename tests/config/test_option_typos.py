@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.option_typos import misspelt
+from pytest_dmlbench.config.option_typos import misspelt
 from pytest_dmlbench.plugin import option_names
 from tests.conftest import run_pytest, write_files
 

@@ -1,6 +1,8 @@
 """The run's validated configuration: every option parsed once from command line and ini file.
 
-The one home of each option's default and validation rule (the command-line tool reuses them).
+The one home of each option's default and validation rule (the command-line tool reuses them). Beside it,
+what serves the options alone: :mod:`.output_paths` (the paths a run writes, checked before the first case) and
+:mod:`.option_typos` (a misspelt option named with the one it was meant to be).
 """
 
 from __future__ import annotations
