@@ -2,7 +2,7 @@
 
 One engine per process runs the cases (forked worlds, Ray actors, or this process's rank under an external
 launcher) and one gate judges them (stored baselines, or REF re-measured beside the working tree); both
-are chosen once in ``pytest_configure``. Figures become a case result in ``case_results``; every item that
+are chosen once in ``pytest_configure``. Figures become a case result in ``items/case_results.py``; every item that
 recorded figures, dmlbench cases and in-process figures alike, is judged at one point
 (``pytest_runtest_call``), where the plugin assigns the gate's verdicts. Imports no torch at module level;
 heavy work starts only when ``--dmlbench`` is given.
@@ -20,7 +20,6 @@ import pytest
 
 from pytest_dmlbench.baseline.commit import commit_fact
 from pytest_dmlbench.baseline.identity import CASE_ISOLATION
-from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import (
     DEFAULT_BLOCK_SECONDS,
     DEFAULT_BLOCK_WARMUP,
@@ -44,24 +43,19 @@ from pytest_dmlbench.config import (
 )
 from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
 from pytest_dmlbench.gates.choose import choose_gate
-from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.gates.wording import failing_verdicts, failure_text
 from pytest_dmlbench.interruption import InterruptionWatch
-from pytest_dmlbench.item_case import (
+from pytest_dmlbench.items.case import (
     IN_PROCESS_FIXTURE,
     callspec_params,
     collected_case,
     prepared_case,
     records_in_process,
 )
-from pytest_dmlbench.measure.rounds import SMOKE_BUDGET
-from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
-from pytest_dmlbench.progress import register as register_progress
-from pytest_dmlbench.results import CaseResult
-from pytest_dmlbench.results.table_layout import wrap_text
-from pytest_dmlbench.results_reporter import CASE_ATTR, REPORT_ATTR, ResultsReporter
-from pytest_dmlbench.smoke import SMOKE_MARKER_DOC, smoke_items
-from pytest_dmlbench.stash_keys import (
+from pytest_dmlbench.items.case_results import CaseResultBuilder, LocalMetrics
+from pytest_dmlbench.items.readers import case_facts, case_record, judged_item
+from pytest_dmlbench.items.smoke import SMOKE_MARKER_DOC, smoke_items
+from pytest_dmlbench.items.stash_keys import (
     BACKEND_KEY,
     BUILDER_KEY,
     CONFIG_KEY,
@@ -73,6 +67,11 @@ from pytest_dmlbench.stash_keys import (
     SETTINGS_KEY,
     SIMULATED_ENGINE_KEY,
 )
+from pytest_dmlbench.measure.rounds import SMOKE_BUDGET
+from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
+from pytest_dmlbench.progress import register as register_progress
+from pytest_dmlbench.results.table_layout import wrap_text
+from pytest_dmlbench.results_reporter import CASE_ATTR, REPORT_ATTR, ResultsReporter
 from pytest_dmlbench.world.engine import Engine
 from pytest_dmlbench.world.run_facts import RunFacts
 
@@ -275,7 +274,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     settings = _under_launcher(config, settings)
     config.stash[CONFIG_KEY] = settings
-    from pytest_dmlbench.property_cases import PropertyHealthCheck
+    from pytest_dmlbench.items.property_cases import PropertyHealthCheck
 
     config.pluginmanager.register(PropertyHealthCheck(), "dmlbench-properties")
     config.pluginmanager.register(NotJudgedLedger(), "dmlbench-not-judged")
@@ -451,20 +450,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[BACKEND_KEY] = choice.backend
 
 
-def _facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: float | None,
-           cpu_threshold_pct: float | None = None) -> CaseFacts:
-    from pytest_dmlbench.case_results import Scaling, params_of
-
-    params = callspec_params(item)
-    scaling = None
-    if SCALING_ARG in params:
-        others = sorted((k, repr(v)) for k, v in params.items() if k != SCALING_ARG)
-        scaling = Scaling(f"{item.path}::{item.originalname}{others}", int(params[SCALING_ARG]))
-    described = getattr(item, "dmlbench_params", None)  # experiment items describe themselves
-    return CaseFacts(item.nodeid, params_of(params if described is None else described), world_size, backend,
-                     threshold_pct, scaling, cpu_threshold_pct)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     settings = pyfuncitem.stash.get(SETTINGS_KEY, None)
@@ -492,7 +477,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             "before the next case. Leave the default process group in place, or mark the case "
             "isolation=\"fresh\"."))
     if run.passed:
-        facts = _facts(pyfuncitem, settings.world_size, backend, settings.threshold_pct, settings.cpu_threshold_pct)
+        facts = case_facts(pyfuncitem, settings.world_size, backend, settings.threshold_pct, settings.cpu_threshold_pct)
         result = pyfuncitem.config.stash[BUILDER_KEY].from_ranks(facts, [r.outcome for r in run.ranks])
         if result is not None:
             if settings.isolation != pyfuncitem.config.stash[CONFIG_KEY].isolation:  # the marker's own
@@ -511,33 +496,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             pytest.skip(first.message)
         if first.status == "xfailed":
             pytest.xfail(first.message)
-    from pytest_dmlbench.property_cases import property_failure_text
+    from pytest_dmlbench.items.property_cases import property_failure_text
 
     text = property_failure_text(run, settings.world_size, backend)
     raise DistributedCaseFailed(text or rank_failure_text(run, settings.world_size, backend))
-
-
-def _run_options(settings: DmlbenchConfig, world_size: int, backend: str) -> tuple[str, ...]:
-    """The options that reproduce an item's run, for the commands its verdicts print."""
-    options = ["--world-size", str(world_size), "--dmlbench-backend", backend]
-    if settings.launcher != "fork":
-        options += ["--dmlbench-launcher", settings.launcher]
-    if settings.isolation != "persistent":
-        options += ["--dmlbench-isolation", settings.isolation]
-    if settings.ray_spread:
-        options.append("--dmlbench-ray-spread")
-    return tuple(options)
-
-
-def _judged_item(item: pytest.Function, result: CaseResult, in_process: bool) -> JudgedItem:
-    """``in_process``: the figures were recorded in this process (``dmlbench_metrics``), not on ranks."""
-    settings = item.config.stash[CONFIG_KEY]
-    case = item.stash.get(SETTINGS_KEY, None)
-    budget = case.pair_budget_s if case is not None else getattr(item, "dmlbench_pair_budget", None)
-    scaling = _facts(item, result.world_size, result.backend, result.threshold_pct).scaling
-    return JudgedItem(item.nodeid, Path(item.path), case.timeout_s if case is not None else settings.timeout_s,
-                      _run_options(settings, result.world_size, result.backend), in_process, budget,
-                      scaling.family if scaling is not None else None, scaling.world_size if scaling else 0)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -552,13 +514,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     in_process = result is None and local is not None
     if result is None and local is not None:
         world_size, backend, threshold = getattr(item, "dmlbench_local_run", (1, "local", None))
-        result = builder.from_local(_facts(item, world_size, backend, threshold), local)
+        result = builder.from_local(case_facts(item, world_size, backend, threshold), local)
         if result is not None:
             item.stash[RESULT_KEY] = result
     if result is None:
         return outcome
     settings = item.config.stash[CONFIG_KEY]
-    decision = item.config.stash[GATE_KEY].judge(_judged_item(item, result, in_process), result)
+    decision = item.config.stash[GATE_KEY].judge(judged_item(item, result, in_process), result)
     result.verdicts = decision.verdicts
     result.extra.update(decision.extra)
     if decision.notes:
@@ -584,24 +546,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if result is not None:
             result.outcome = report.outcome
             setattr(report, REPORT_ATTR, result.to_dict())
-    case = _case_record(item)
+    case = case_record(item)
     if case is not None:
         setattr(report, CASE_ATTR, case)
     return report
-
-
-def _case_record(item: pytest.Item) -> dict[str, Any] | None:
-    """What the results file records of a case whatever its outcome (figures or none, failed or skipped): a
-    case result without figures, for a dmlbench case or a test that records figures in this process."""
-    if not isinstance(item, pytest.Function) or not (SETTINGS_KEY in item.stash or records_in_process(item)):
-        return None
-    case = item.stash.get(SETTINGS_KEY, None)
-    if case is not None:
-        world_size, backend = case.world_size, item.stash.get(BACKEND_KEY, case.backend)
-    else:
-        world_size, backend, _ = getattr(item, "dmlbench_local_run", (1, "local", None))
-    facts = _facts(item, world_size, backend, None)
-    return CaseResult(facts.nodeid, facts.params, world_size, backend).to_dict()
 
 
 class _ParentSide:

@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # module, whatever runs it (a rank, the parent's engine, the results pipeline, the command line), imports no
 # pytest: a new module is held to that unless it is added here.
 PYTEST_FACING = {
-    "plugin.py", "config/__init__.py", "item_case.py", "stash_keys.py", "results_reporter.py", "progress.py",
-    "property_cases.py", "pytest_internals.py", "not_judged.py", "paired/server.py", "experiments/collect.py",
-    "gates/choose.py", "gates/paired/gate.py", "gates/paired/launch.py", "config/option_typos.py", "interruption.py",
+    "plugin.py", "pytest_internals.py", "config/__init__.py", "config/option_typos.py",
+    "items/case.py", "items/stash_keys.py", "items/readers.py", "items/property_cases.py",
+    "results_reporter.py", "progress.py", "not_judged.py", "interruption.py", "paired/server.py",
+    "experiments/collect.py", "gates/choose.py", "gates/paired/gate.py", "gates/paired/launch.py",
 }
 
 

@@ -16,12 +16,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.case_results import LocalMetrics
 from pytest_dmlbench.config import DEFAULT_TIMEOUT_S
 from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, connect, cpus_per_worker, shutdown
 from pytest_dmlbench.experiments.ray_worker import NOTES_KEY, train_loop
 from pytest_dmlbench.experiments.runner import Measured, check_outcome
 from pytest_dmlbench.experiments.schema import Experiment
+from pytest_dmlbench.items.case_results import LocalMetrics
 from pytest_dmlbench.measure.clock import now
 from pytest_dmlbench.measure.rounds import BlockBudget
 

@@ -35,7 +35,7 @@ from pytest_dmlbench.gates.paired.protocol import (
     ProtocolError,
     channel_from_env,
 )
-from pytest_dmlbench.item_case import records_in_process, run_block, run_in_process_block
+from pytest_dmlbench.items.case import records_in_process, run_block, run_in_process_block
 from pytest_dmlbench.measure.rounds import BlockBudget
 
 CHANNEL_KEY = pytest.StashKey[Channel]()
@@ -85,7 +85,7 @@ class _CaseSlot:
 
 def _kept_worlds(session: pytest.Session) -> Any:
     """The engine's pool of kept worlds (forked ranks), or None for a launcher that keeps none."""
-    from pytest_dmlbench.stash_keys import ENGINE_KEY
+    from pytest_dmlbench.items.stash_keys import ENGINE_KEY
 
     return getattr(session.config.stash.get(ENGINE_KEY, None), "pool", None)
 
@@ -112,7 +112,7 @@ def _block(slot: _CaseSlot, item: pytest.Function, rounds: int, warmup: int, ite
 
 
 def _serve(session: pytest.Session, channel: Channel) -> None:
-    from pytest_dmlbench.stash_keys import SETTINGS_KEY
+    from pytest_dmlbench.items.stash_keys import SETTINGS_KEY
 
     if session.testsfailed:
         channel.send({"type": "error", "message": f"REF's cases did not collect: {session.testsfailed} error(s); "

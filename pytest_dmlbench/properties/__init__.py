@@ -2,7 +2,7 @@
 
 All of it runs on ranks and sits below the world engine, which calls :mod:`.body` (dispatch);
 :mod:`.lockstep` (the agreed run), :mod:`.channel` (the engine's side channel), :mod:`.database` (rank 0 owns
-the example database). The pytest side is :mod:`pytest_dmlbench.property_cases`. Public for case authors:
+the example database). The pytest side is :mod:`pytest_dmlbench.items.property_cases`. Public for case authors:
 :func:`refute` and :class:`Counterexample` (negative controls).
 """
 

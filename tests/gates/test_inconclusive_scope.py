@@ -10,7 +10,7 @@ from tests.conftest import run_pytest, write_files
 
 CONFTEST = """
     def pytest_sessionstart(session):
-        from pytest_dmlbench.stash_keys import CONFIG_KEY
+        from pytest_dmlbench.items.stash_keys import CONFIG_KEY
         print("SCOPE=" + session.config.stash[CONFIG_KEY].fail_on_inconclusive)
 """
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dmlbench.case_results import CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.config import CaseSettings, DmlbenchConfig
 from pytest_dmlbench.gates.gate import Gate
+from pytest_dmlbench.items.case_results import CaseResultBuilder, LocalMetrics
 from pytest_dmlbench.results import CaseResult
 from pytest_dmlbench.world.engine import Engine
 from pytest_dmlbench.world.run_facts import RunFacts

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from pytest_dmlbench.case_results import CaseFacts, CaseResultBuilder
 from pytest_dmlbench.errors import CaseNotRunnable
 from pytest_dmlbench.gates.gate import BlockResult
+from pytest_dmlbench.items.case_results import CaseFacts, CaseResultBuilder
+from pytest_dmlbench.items.stash_keys import BACKEND_KEY, ENGINE_KEY, LOCAL_METRICS_KEY, SETTINGS_KEY
 from pytest_dmlbench.measure.op_profile import ProfileSlot, profiled
 from pytest_dmlbench.measure.rounds import BlockBudget
 from pytest_dmlbench.pytest_internals import fixture_argnames
 from pytest_dmlbench.results import MetricResult
-from pytest_dmlbench.stash_keys import BACKEND_KEY, ENGINE_KEY, LOCAL_METRICS_KEY, SETTINGS_KEY
 from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.failure import failure_text
 

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from pytest_dmlbench.smoke import covering
+from pytest_dmlbench.items.smoke import covering
 
 pytest_plugins = ["pytester"]
 
