@@ -34,9 +34,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
      ("plugin", "items", "results_reporter", "progress", "interruption",
       "pytest_internals", "not_judged", "experiments", "paired", "cli", "__main__",
       # kept import paths, each the same module object as its new home
-      "comm", "models", "reference", "stats")),
+      "comm", "models", "reference", "stats", "case_results")),
 ]
-KEPT_PATHS = ("comm", "models", "reference", "stats")
+KEPT_PATHS = ("comm", "models", "reference", "stats", "case_results")
 WORLD_ENGINES = ("forked", "ray", "launched", "simulated")
 
 
@@ -190,7 +190,8 @@ def test_the_package_root_and_the_kept_paths_import_nothing_of_their_own() -> No
 
 
 @pytest.mark.parametrize(("old", "new"), [("comm", "measure.comm"), ("models", "training.models"),
-                                          ("reference", "training.reference"), ("stats", "results.stats")])
+                                          ("reference", "training.reference"), ("stats", "results.stats"),
+                                          ("case_results", "items.case_results")])
 def test_a_kept_import_path_is_the_module_itself_and_warns_that_it_goes(old: str, new: str) -> None:
     """In a fresh interpreter: a process warns once, at the first import of the old path."""
     import subprocess
