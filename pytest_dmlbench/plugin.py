@@ -44,7 +44,6 @@ from pytest_dmlbench.config import (
 from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
 from pytest_dmlbench.gates.choose import choose_gate
 from pytest_dmlbench.gates.wording import failing_verdicts, failure_text
-from pytest_dmlbench.interruption import InterruptionWatch
 from pytest_dmlbench.items.case import (
     IN_PROCESS_FIXTURE,
     callspec_params,
@@ -68,10 +67,11 @@ from pytest_dmlbench.items.stash_keys import (
     SIMULATED_ENGINE_KEY,
 )
 from pytest_dmlbench.measure.rounds import SMOKE_BUDGET
-from pytest_dmlbench.not_judged import NotJudgedLedger, report_not_judged
-from pytest_dmlbench.progress import register as register_progress
+from pytest_dmlbench.reporting.interruption import InterruptionWatch
+from pytest_dmlbench.reporting.not_judged import NotJudgedLedger, report_not_judged
+from pytest_dmlbench.reporting.progress import register as register_progress
+from pytest_dmlbench.reporting.results_reporter import CASE_ATTR, REPORT_ATTR, ResultsReporter
 from pytest_dmlbench.results.table_layout import wrap_text
-from pytest_dmlbench.results_reporter import CASE_ATTR, REPORT_ATTR, ResultsReporter
 from pytest_dmlbench.world.engine import Engine
 from pytest_dmlbench.world.run_facts import RunFacts
 

@@ -6,7 +6,7 @@ explanations outside a running test (for forked ranks), the ``tmp_path`` result 
 phase the paired gate's block server runs itself, ending and restarting the terminal's progress rows, and
 writing to the terminal while a test's output is captured. Each was checked with pytest :data:`CHECKED`
 (``tests/test_pytest_internals.py`` runs each against the installed pytest; the terminal's, through real
-terminal output, ``tests/test_live_progress.py``). When a pytest release
+terminal output, ``tests/reporting/test_live_progress.py``). When a pytest release
 removes a name, the plugin stops with :class:`~pytest_dmlbench.errors.PytestInternalsChanged`, naming the
 name, the pytest version and the fix, instead of a traceback from inside pytest.
 

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTEST_FACING = {
     "plugin.py", "pytest_internals.py", "config/__init__.py", "config/option_typos.py",
     "items/case.py", "items/stash_keys.py", "items/readers.py", "items/property_cases.py",
-    "results_reporter.py", "progress.py", "not_judged.py", "interruption.py", "paired/server.py",
+    "reporting/results_reporter.py", "reporting/progress.py", "reporting/not_judged.py", "reporting/interruption.py",
+    "paired/server.py",
     "experiments/collect.py", "gates/choose.py", "gates/paired/gate.py", "gates/paired/launch.py",
 }
 

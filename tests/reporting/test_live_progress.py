@@ -16,7 +16,7 @@ from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.paired.trial import Trial
 from pytest_dmlbench.gates.paired.verdict_writer import VerdictWriter
 from pytest_dmlbench.gates.run_level import RunLevelRule
-from pytest_dmlbench.progress import case_summary
+from pytest_dmlbench.reporting.progress import case_summary
 from pytest_dmlbench.results import CaseResult, MetricResult, Verdict
 from tests.conftest import run_pytest, write_files
 
@@ -102,7 +102,7 @@ def test_a_case_line_gives_the_headline_its_verdict_and_the_pairs_it_rested_on()
 
 
 PAIRS_CONFTEST = """
-    from pytest_dmlbench.progress import LiveProgress
+    from pytest_dmlbench.reporting.progress import LiveProgress
 
     NOW = [0.0]
 
@@ -140,7 +140,7 @@ def test_the_gate_shows_pairs_done_without_flooding_the_log(pytester: pytest.Pyt
 
 
 SWALLOWED_CONFTEST = """
-    from pytest_dmlbench import progress
+    from pytest_dmlbench.reporting import progress
 
     def swallowed(self, nodeid, pairs):  # the old way: written straight to pytest's terminal during the call
         self._write(nodeid, f"{pairs} block pairs so far, 0 s")

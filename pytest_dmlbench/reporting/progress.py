@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from pytest_dmlbench.pytest_internals import finish_progress_row, output_uncaptured, start_rows_afresh
+from pytest_dmlbench.reporting.results_reporter import REPORT_ATTR
 from pytest_dmlbench.results import CaseResult, Verdict
 from pytest_dmlbench.results.table import headline_metric, metric_cells, verdict_cell
 from pytest_dmlbench.results.table_layout import INDENT, id_lines, wrap_text
-from pytest_dmlbench.results_reporter import REPORT_ATTR
 
 PAIRS_EVERY_S = 10.0
 LEAD = "dmlbench"

@@ -10,16 +10,16 @@ import re
 
 import pytest
 
-from pytest_dmlbench import progress
+from pytest_dmlbench.reporting import progress
 from pytest_dmlbench.results.table_layout import INDENT
 
 pytest_plugins = ["pytester"]
 
 CONFTEST = """
     import pytest
-    from pytest_dmlbench.progress import LiveProgress
+    from pytest_dmlbench.reporting.progress import LiveProgress
     from pytest_dmlbench.results import CaseResult, MetricResult
-    from pytest_dmlbench.results_reporter import REPORT_ATTR
+    from pytest_dmlbench.reporting.results_reporter import REPORT_ATTR
 
     def pytest_configure(config):
         if not hasattr(config, "workerinput"):
