@@ -20,7 +20,7 @@ PYTEST_FACING = {
     "plugin.py", "pytest_internals.py", "config/__init__.py", "config/option_typos.py",
     "items/case.py", "items/stash_keys.py", "items/readers.py", "items/property_cases.py",
     "reporting/results_reporter.py", "reporting/progress.py", "reporting/not_judged.py", "reporting/interruption.py",
-    "paired/server.py",
+    "block_server/plugin.py",
     "experiments/collect.py", "gates/choose.py", "gates/paired/gate.py", "gates/paired/launch.py",
 }
 

@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("judging: baselines, the gates, drift", ("baseline", "gates", "drift")),
     ("tools over results: environment report, plots, projection", ("envreport", "plots", "projection")),
     ("the pytest face and the command line",
-     ("plugin", "items", "reporting", "pytest_internals", "experiments", "paired", "cli", "__main__",
+     ("plugin", "items", "reporting", "pytest_internals", "experiments", "block_server", "cli", "__main__",
       # kept import paths, each the same module object as its new home
       "comm", "models", "reference", "stats", "case_results")),
 ]

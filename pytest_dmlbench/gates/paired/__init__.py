@@ -8,5 +8,5 @@ the source interface the trial reads), :mod:`.live_source` (pairs from the two b
 :mod:`.statistics` (the decision rule on block pairs), :mod:`.worktree` (REF's code in a cached git
 worktree), :mod:`.launch` and :mod:`.client` (starting and talking to a block server), :mod:`.protocol`
 (the versioned messages between the two). The block server itself, which runs in REF's own pytest process,
-is :mod:`pytest_dmlbench.paired.server`.
+is :mod:`pytest_dmlbench.block_server.plugin`.
 """

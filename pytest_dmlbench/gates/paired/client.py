@@ -19,6 +19,7 @@ from pytest_dmlbench.errors import RefError
 from pytest_dmlbench.gates.paired.protocol import (
     FDS_ENV,
     FIRST_PLUGIN_VERSION,
+    LEGACY_SERVER_PLUGIN,
     PROTOCOL_VERSION,
     SERVER_PLUGIN,
     BlockAnswer,
@@ -62,10 +63,28 @@ def python_path(worktree: Path, existing: str | None) -> str:
     return os.pathsep.join(entries)
 
 
+def module_file(module: str) -> Path:
+    """The file of a module of the package, relative to the package's folder
+    (``pytest_dmlbench.block_server.plugin`` -> ``block_server/plugin.py``)."""
+    return Path(*module.split(".")[1:]).with_suffix(".py")
+
+
+def server_plugin(launch: RefLaunch) -> str:
+    """The module path of the block server that ``launch`` starts. B imports REF's copy of pytest_dmlbench when
+    REF's tree holds one: a copy that predates the block server's own folder has it at the older path only.
+    Otherwise (REF's tree without the plugin, or A's own server) the installed copy serves, at the current path."""
+    package = launch.worktree / "pytest_dmlbench"
+    if (launch.tree_first and not (package / module_file(SERVER_PLUGIN)).is_file()
+            and (package / module_file(LEGACY_SERVER_PLUGIN)).is_file()):
+        return LEGACY_SERVER_PLUGIN
+    return SERVER_PLUGIN
+
+
 def too_old_hint(worktree: Path) -> str | None:
     """What to say when REF's tree holds a pytest-dmlbench that cannot serve blocks (B imports REF's copy)."""
     package = worktree / "pytest_dmlbench"
-    if not (package / "__init__.py").is_file() or (package / "paired" / "server.py").is_file():
+    servers = (package / module_file(module) for module in (SERVER_PLUGIN, LEGACY_SERVER_PLUGIN))
+    if not (package / "__init__.py").is_file() or any(server.is_file() for server in servers):
         return None
     found = re.search(r"__version__\s*=\s*[\"']([^\"']+)", (package / "__init__.py").read_text(errors="replace"))
     return (
@@ -88,7 +107,7 @@ class RefProcess:
         self.log_named = False  # a message named the log, so it outlives the run; else close removes it
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "pytest", "-p", SERVER_PLUGIN, *self.launch.args]
+        return [sys.executable, "-m", "pytest", "-p", server_plugin(self.launch), *self.launch.args]
 
     def start(self) -> None:
         to_b_read, to_b_write = os.pipe()

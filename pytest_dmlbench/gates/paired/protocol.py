@@ -51,7 +51,10 @@ from typing import Any, Literal, TypedDict, Union, cast, get_args, get_origin, g
 
 PROTOCOL_VERSION = 1
 FDS_ENV = "DMLBENCH_PAIRED_FDS"
-SERVER_PLUGIN = "pytest_dmlbench.paired.server"
+SERVER_PLUGIN = "pytest_dmlbench.block_server.plugin"  # the block server B's pytest loads (-p)
+# where the block server was before it had a folder named for it: REF trees of pytest-dmlbench 0.4.0 and earlier
+# hold it only there, so A asks for it there when REF's tree lacks the module above (client.server_plugin)
+LEGACY_SERVER_PLUGIN = "pytest_dmlbench.paired.server"
 FIRST_PLUGIN_VERSION = "0.2.0"  # the first pytest-dmlbench release that serves protocol 1
 
 

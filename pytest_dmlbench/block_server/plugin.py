@@ -1,6 +1,6 @@
 """B's side of the paired gate: a pytest plugin that turns a pytest run of REF into a block server.
 
-A starts ``python -m pytest --dmlbench ... -p pytest_dmlbench.paired.server`` in REF's worktree, with
+A starts ``python -m pytest --dmlbench ... -p pytest_dmlbench.block_server.plugin`` in REF's worktree, with
 REF's copy of ``pytest_dmlbench`` first on ``sys.path`` when REF has one. This plugin replaces the run
 loop: after collection (the main plugin has started the rank processes by then) it announces its protocol
 version and its cases, then runs the blocks A asks for (:mod:`pytest_dmlbench.gates.paired.protocol`), keeping
@@ -50,8 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
     channel = channel_from_env(os.environ)
     if channel is None:
         raise pytest.UsageError(
-            "pytest_dmlbench.paired.server serves blocks to a --dmlbench-against run and is started by it; "
-            "do not load it by hand (-p pytest_dmlbench.paired.server)"
+            "pytest_dmlbench.block_server.plugin serves blocks to a --dmlbench-against run and is started by it; "
+            "do not load it by hand (-p pytest_dmlbench.block_server.plugin)"
         )
     config.stash[CHANNEL_KEY] = channel
 
