@@ -187,8 +187,27 @@ def pytest_configure(config: pytest.Config) -> None:
         "--run-slow, each beside a fast smoke of the same path that every run keeps")
 
 
+# The modules that take longest (docs/evidence/test-durations.md), heaviest first. Collected first, they are the
+# first scopes pytest-xdist's loadscope hands out, so the two workers end together on short modules instead of
+# one idling while the other runs a module of minutes (collected last in path order, tests/world's were the tail).
+HEAVY_FIRST = (
+    "tests/world/simulated/test_torchrun_like.py", "tests/gates/paired/test_paired_e2e.py",
+    "tests/experiments/test_ray_train.py", "tests/world/simulated/test_simulated_e2e.py",
+    "tests/gates/test_paired_kinds_e2e.py", "tests/world/ray/test_loopback.py", "tests/e2e/test_baselines_e2e.py",
+    "tests/world/test_real_scripts.py", "tests/world/ray/test_world.py", "tests/world/launched/test_torchrun_world.py",
+)
+
+
+def heavy_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with those of :data:`HEAVY_FIRST`'s modules first, in its order; the rest keep theirs."""
+    rank = {path: index for index, path in enumerate(HEAVY_FIRST)}
+    return sorted(items, key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the tests marked ``slow`` unless ``--run-slow`` is given, saying where they do run."""
+    """The heaviest modules first (:func:`heavy_first`); skip the tests marked ``slow`` unless ``--run-slow`` is
+    given, saying where they do run."""
+    items[:] = heavy_first(items)
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason=SLOW_REASON)
