@@ -62,6 +62,12 @@ class GroupMismatch(ValueError):
     """``init_process_group`` inside a case asked for a group the case's world is not."""
 
 
+# raised by pytest_dmlbench.measure.torch_patches
+class PatchConflict(DmlbenchError):
+    """A patch of ``torch.distributed`` cannot be taken off without dropping what replaced it since (or a later
+    patch of the same attribute); the message names both and the fix."""
+
+
 # raised by pytest_dmlbench.world.engine
 class CaseNotRunnable(Exception):
     """The case could not be sent to the ranks (not collected, unsendable fixture, world not started);

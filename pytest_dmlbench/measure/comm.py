@@ -1,10 +1,12 @@
 """The one communication-accounting layer: every byte a rank hands to ``torch.distributed`` is counted here.
 
 It is the one place that counts communication. Other modules wrap parts of ``torch.distributed`` too, for
-other ends: ``world/groups.py`` the point-to-point methods of ``ProcessGroup`` (to tell a case that left an
-exchange unmatched), ``world/adopt_group.py`` init and destroy inside a case, ``world/bound_store.py`` the
-rendezvous store, ``world/guard.py`` puts back whatever a case replaced, and ``strategies/zero.py`` routes
-DeepSpeed's communication backend through this module.
+other ends, and every one installs and restores through one registry (``measure/torch_patches.py``):
+``world/groups.py`` the point-to-point methods of ``ProcessGroup`` (to tell a case that left an exchange
+unmatched), ``world/adopt_group.py`` init and destroy inside a case, ``world/bound_store.py`` the rendezvous
+store, ``world/simulated/thread_world.py`` the group registry; ``world/guard.py`` puts back whatever a case
+replaced or left patched, and ``strategies/zero.py`` routes DeepSpeed's communication backend through this
+module.
 ``with instrument_collectives() as counter:``
 replaces the collective functions of ``torch.distributed`` (and of ``torch.distributed.distributed_c10d``)
 by counting wrappers; they are restored when the last active counter exits. Strategies count their
@@ -55,6 +57,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_dmlbench.measure import torch_patches
 from pytest_dmlbench.measure.clock import now
 
 if TYPE_CHECKING:
@@ -234,7 +237,8 @@ class _Registry(threading.local):
 _local = _Registry()
 _active: list[CommCounter] = []
 _by_thread: dict[int, list[CommCounter]] = {}  # the active counters bound to a thread (counter.thread), by thread
-_originals: dict[tuple[Any, str], Callable[..., Any]] = {}
+_patches: list[torch_patches.Patch] = []  # installed by the first active counter, restored by the last
+_INSTALLER = f"{__name__}.instrument_collectives"
 _install_lock = threading.Lock()
 _interceptor: Interceptor | None = None
 _per_thread = False  # simulated ranks (threads of one process): a counter sees only its own thread's calls
@@ -418,7 +422,7 @@ def _counting(
             counter.record_interval(start, end)
         return result
 
-    wrapper.__dict__["__dmlbench_original__"] = original  # what uninstalling puts back
+    wrapper.__dict__["__dmlbench_original__"] = original  # marks it counted; :func:`original` unwraps it
     return wrapper
 
 
@@ -464,8 +468,7 @@ def _install() -> None:
             current = getattr(module, op, None)
             if current is None or hasattr(current, "__dmlbench_original__"):
                 continue
-            _originals[(module, op)] = current
-            setattr(module, op, _counting(op, current))
+            _patches.append(torch_patches.install(module, op, _counting(op, current), by=_INSTALLER))
     funcol = _functional_module()
     if funcol is None:
         return
@@ -473,15 +476,15 @@ def _install() -> None:
         current = getattr(funcol, op, None)
         if current is None or hasattr(current, "__dmlbench_original__"):
             continue
-        _originals[(funcol, op)] = current
-        setattr(funcol, op, _counting(op, current, payload, _functional_group_size,
-                                      op.removesuffix("_autograd"), timed_work=False))
+        wrapper = _counting(op, current, payload, _functional_group_size, op.removesuffix("_autograd"),
+                            timed_work=False)
+        _patches.append(torch_patches.install(funcol, op, wrapper, by=_INSTALLER))
 
 
 def _uninstall() -> None:
-    for (module, op), fn in _originals.items():
-        setattr(module, op, fn)
-    _originals.clear()
+    patches = list(_patches)
+    _patches.clear()
+    torch_patches.restore_all(patches)  # a case that replaced a counted function meanwhile is told here
 
 
 @contextmanager

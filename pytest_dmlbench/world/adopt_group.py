@@ -3,8 +3,9 @@
 Runs on ranks only (no pytest import). :func:`install` replaces both functions, once per process, in
 ``torch.distributed``, ``torch.distributed.distributed_c10d`` and every loaded module that imported them by
 name (``from torch.distributed import init_process_group`` in a script imported at collection, before the
-ranks existed). Outside a case (:func:`adopting`) the replacements call torch's own functions, so a world
-joins and leaves its group as before. Inside a case:
+ranks existed), each through ``measure/torch_patches.py``; they stay for the life of the process. Outside a
+case (:func:`adopting`) the replacements call torch's own functions, so a world joins and leaves its group as
+before. Inside a case:
 
 - ``init_process_group`` adopts the world's group when the call asks for what the world already is: the
   world's backend or none, ``init_method`` ``None``, ``env://`` or ``tcp://MASTER_ADDR:MASTER_PORT``, the
@@ -37,10 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_dmlbench.errors import GroupMismatch
+from pytest_dmlbench.measure import torch_patches
 from pytest_dmlbench.measure.dist_info import DistInfo
 
 _NAMES = ("init_process_group", "destroy_process_group")
 _MARK = "__dmlbench_adopting__"
+_INSTALLER = f"{__name__}.install"
 _originals: dict[str, Callable[..., Any]] = {}  # torch's own functions
 _wrappers: dict[str, Callable[..., Any]] = {}  # the adopting ones that replace them
 _case: _Case | None = None  # the world the running case adopts (None outside a case)
@@ -223,7 +226,8 @@ def install() -> None:
             wrapper = (_adopting_init if name == "init_process_group" else _adopting_destroy)(original)
             _wrappers[name] = wrapper
         for module in (td, c10d):
-            setattr(module, name, _wrappers[name])
+            if vars(module).get(name) is not _wrappers[name]:
+                torch_patches.install(module, name, _wrappers[name], by=_INSTALLER)
     if first:
         _rebind_loaded_modules()
 
@@ -233,11 +237,10 @@ def _rebind_loaded_modules() -> None:
     for module in list(sys.modules.values()):
         if not isinstance(module, types.ModuleType):
             continue
-        namespace = module.__dict__
-        for key, value in list(namespace.items()):
+        for key, value in list(vars(module).items()):
             for name in _NAMES:
                 if value is _originals[name]:
-                    namespace[key] = _wrappers[name]
+                    torch_patches.install(module, key, _wrappers[name], by=_INSTALLER)
 
 
 @contextmanager

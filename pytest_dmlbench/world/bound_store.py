@@ -7,8 +7,9 @@ given. :func:`bound_store` binds the socket to ``host`` itself and hands it over
 ``torch.distributed``'s rendezvous (``env://`` and ``tcp://``, which Ray Train's ``init_process_group``
 uses) create rank 0's store the same way, so a ``framework: ray_train`` fit listens on the address Ray
 Train chose (127.0.0.1 for the embedded instance) and nowhere else. The hook replaces a private torch
-function, ``torch.distributed.rendezvous._create_c10d_store``; ``tests/world/ray/test_loopback.py``
-fails when a torch release changes it so that the store listens on the network again.
+function, ``torch.distributed.rendezvous._create_c10d_store`` (installed through ``measure/torch_patches.py``,
+for the life of the worker); ``tests/world/ray/test_loopback.py`` fails when a torch release changes it so
+that the store listens on the network again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import socket
 from datetime import timedelta
 from typing import Any
+
+from pytest_dmlbench.measure import torch_patches
 
 
 def bound_store(host: str, port: int, world_size: int, timeout: timedelta, **options: Any) -> Any:
@@ -38,14 +41,15 @@ def _agent_hosts_store(rendezvous: Any, hostname: str, port: int) -> bool:
     return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
 
 
-def bind_rendezvous_stores() -> None:
-    """Make torch's rendezvous create rank 0's store with :func:`bound_store` (a Ray worker setup hook)."""
+def bind_rendezvous_stores() -> torch_patches.Patch | None:
+    """Make torch's rendezvous create rank 0's store with :func:`bound_store` (a Ray worker setup hook); the
+    patch, or None when the hook is installed already."""
     # imported by name: ``torch.distributed`` also exports a function called ``rendezvous``
     rendezvous: Any = importlib.import_module("torch.distributed.rendezvous")
 
     create = rendezvous._create_c10d_store
     if getattr(create, "bound_to_host", False):
-        return
+        return None
 
     def create_bound(hostname: str, port: int, rank: int, world_size: int, timeout: timedelta,
                      use_libuv: bool = True) -> Any:
@@ -54,4 +58,5 @@ def bind_rendezvous_stores() -> None:
         return bound_store(hostname, port, world_size, timeout, use_libuv=use_libuv)
 
     create_bound.__dict__["bound_to_host"] = True  # marks the hook as installed (see above)
-    rendezvous._create_c10d_store = create_bound
+    return torch_patches.install(rendezvous, "_create_c10d_store", create_bound,
+                                 by=f"{__name__}.bind_rendezvous_stores")

@@ -1,14 +1,15 @@
 """The process groups across one case: collectives issued on the default group, sub-groups the case
 created, and whether the default group survived.
 
-Runs on ranks only (no pytest import). The default group keeps a sequence number that every operation
-on it advances, point-to-point ones included; a pipeline's first stage only sends and its last only
-receives, so ranks legitimately differ in those. :func:`install_p2p_accounting` therefore wraps
-``ProcessGroup.send``/``recv``/``recv_anysource`` (the class methods every Python-level point-to-point
-call ends in) and counts how far each advanced the default group's number; collectives issued by a case
-are the advance of the number minus that. Limits: point-to-point operations coalesced by NCCL advance the
-number when the batch ends, outside these methods, and an asynchronous collective issued by another
-thread while a point-to-point call runs is counted as point-to-point.
+Runs on ranks only (no pytest import). The default group keeps a sequence number that every operation on it
+advances, point-to-point ones included; a pipeline's first stage only sends and its last only receives, so
+ranks legitimately differ in those. :func:`install_p2p_accounting` therefore wraps
+``ProcessGroup.send``/``recv``/``recv_anysource`` (the class methods every Python-level point-to-point call
+ends in) and counts how far each advanced the default group's number; collectives issued by a case are the
+advance of the number minus that. It installs through ``measure/torch_patches.py``;
+:func:`uninstall_p2p_accounting` puts torch's own methods back. Limits: point-to-point operations coalesced by
+NCCL advance the number when the batch ends, outside these methods, and an asynchronous collective issued by
+another thread while a point-to-point call runs is counted as point-to-point.
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dmlbench.measure import torch_patches
+
 _P2P_METHODS = ("send", "recv", "recv_anysource")
 _WRAPPED_ATTR = "__dmlbench_p2p__"
+_INSTALLER = f"{__name__}.install_p2p_accounting"
+_p2p_patches: list[torch_patches.Patch] = []
 
 
 class _Depth(threading.local):
@@ -79,7 +84,14 @@ def install_p2p_accounting() -> None:
     for name in _P2P_METHODS:
         method = getattr(ProcessGroup, name, None)
         if method is not None and not hasattr(method, _WRAPPED_ATTR):
-            setattr(ProcessGroup, name, _counting(method))
+            _p2p_patches.append(torch_patches.install(ProcessGroup, name, _counting(method), by=_INSTALLER))
+
+
+def uninstall_p2p_accounting() -> None:
+    """Put ``ProcessGroup``'s own point-to-point methods back (what :func:`install_p2p_accounting` wrapped)."""
+    patches = list(_p2p_patches)
+    _p2p_patches.clear()
+    torch_patches.restore_all(patches)
 
 
 @dataclass(frozen=True)

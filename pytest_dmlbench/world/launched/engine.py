@@ -21,7 +21,7 @@ from pytest_dmlbench.measure.dist_info import DistInfo
 from pytest_dmlbench.world.backend import BackendChoice, device_for, select_backend
 from pytest_dmlbench.world.engine import CollectedCase, PreparedCase
 from pytest_dmlbench.world.execute import case_seed, execute_case
-from pytest_dmlbench.world.groups import install_p2p_accounting
+from pytest_dmlbench.world.groups import install_p2p_accounting, uninstall_p2p_accounting
 from pytest_dmlbench.world.launched.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
 from pytest_dmlbench.world.messages import RankOutcome
 from pytest_dmlbench.world.outcome import CaseOutcome, RankReport
@@ -157,3 +157,4 @@ class LaunchedEngine:
         if td.is_initialized():
             td.barrier()
             td.destroy_process_group()
+        uninstall_p2p_accounting()

@@ -3,7 +3,8 @@
 ``torch.distributed`` keeps the default group, the group names and the rank maps in one module-level
 ``_World``; torch documents replacing it as an experimental extension point. :class:`ThreadWorld` keeps one
 ``_World``'s worth of state per thread, so each simulated rank sees only its own groups; threads that are
-not ranks keep seeing the state that was there before.
+not ranks keep seeing the state that was there before. :func:`per_thread_world` installs it through
+``measure/torch_patches.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from torch.distributed import distributed_c10d as c10d
+
+from pytest_dmlbench.measure import torch_patches
 
 _STATE_FIELDS = ("pg_map", "pg_names", "pg_group_ranks", "pg_backend_config", "tags_to_pg", "pg_to_tag")
 
@@ -112,12 +115,11 @@ def per_thread_world() -> Iterator[ThreadWorld]:
     from torch._C import _distributed_c10d
 
     c_c10d: Any = _distributed_c10d  # _set_thread_isolation_mode: private, checked in compat
-    previous = c10d._world
-    world = ThreadWorld(previous)
-    c10d._world = world
+    world = ThreadWorld(c10d._world)
+    patch = torch_patches.install(c10d, "_world", world, by=f"{__name__}.per_thread_world")
     c_c10d._set_thread_isolation_mode(True)
     try:
         yield world
     finally:
         c_c10d._set_thread_isolation_mode(False)
-        c10d._world = previous
+        torch_patches.restore(patch)
