@@ -5,8 +5,12 @@ Runs on ranks only (no pytest import). :func:`snapshot` records the state before
 autograd grad mode, inference mode, autograd's multithreading switch, anomaly detection, default
 dtype and device, intra-op and inter-op thread counts, deterministic-algorithm settings (torch's switch,
 warn-only, fill of uninitialised memory, cuDNN deterministic/benchmark, float32 matmul precision), the
-environment, the working directory, and the public functions of ``torch.distributed`` and
-``torch.distributed.distributed_c10d`` (a case that replaced ``dist.all_reduce`` gets the original back).
+environment, the working directory, the public functions of ``torch.distributed`` and
+``torch.distributed.distributed_c10d`` (a case that replaced ``dist.all_reduce`` gets the original back), and
+the patches of torch installed through ``measure/torch_patches.py``: one installed after the snapshot and
+still on afterwards (a ``with instrument_collectives()`` left open, say) is taken off, newest first, and
+named with its installer. Patches installed before the snapshot (the adopting ``init_process_group``, the
+point-to-point accounting) are meant to stay.
 
 Not guarded: other module attributes, ``sys.path``/``sys.modules``, warning filters, signal handlers,
 global state of C extensions and CUDA contexts; cases that change those ask for ``isolation="fresh"``.
@@ -19,6 +23,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from pytest_dmlbench.errors import PatchConflict
+from pytest_dmlbench.measure import torch_patches
 
 # Inference-mode guards opened to leave an inference mode a case entered and never exited; they must stay
 # alive (destroying one would re-enter the mode it replaced).
@@ -121,6 +128,7 @@ class StateSnapshot:
     raw_environ: dict[Any, Any]
     cwd: str
     functions: list[tuple[Any, dict[str, Any]]]  # each module with a copy of its attributes
+    patches: tuple[torch_patches.Patch, ...] = ()  # installed through torch_patches at the snapshot
 
     def restore(self) -> list[str]:
         """Put everything back; returns what had changed. Raises :class:`Unrestorable` (after restoring all
@@ -139,6 +147,7 @@ class StateSnapshot:
         if _cwd() != self.cwd:
             changed.append("working directory")
             os.chdir(self.cwd)
+        changed.extend(self._take_off_patches())  # before the functions: a patch's original is what goes back
         for module, attributes in self.functions:
             if _unchanged(vars(module), attributes):
                 continue
@@ -149,6 +158,23 @@ class StateSnapshot:
         if problems:
             raise Unrestorable("; ".join(problems))
         return changed
+
+    def _take_off_patches(self) -> list[str]:
+        installed = torch_patches.installed()
+        if installed == self.patches:
+            return []
+        kept = {id(patch) for patch in self.patches}
+        left = [patch for patch in installed if id(patch) not in kept]
+        found = []
+        for patch in reversed(left):
+            try:
+                torch_patches.restore(patch)
+                found.append(f"{patch.where} (patched by {patch.installer}, not restored)")
+            except PatchConflict:
+                now = torch_patches.describe(patch.current())
+                torch_patches.take_off(patch)
+                found.append(f"{patch.where} (patched by {patch.installer}, not restored, then replaced by {now})")
+        return found
 
     def _restore_environment(self) -> list[str]:
         if _raw_environ() == self.raw_environ:
@@ -187,6 +213,7 @@ def snapshot() -> StateSnapshot:
         raw_environ=_raw_environ(),
         cwd=os.getcwd(),  # the rank's own directory exists: it was restored after the last case
         functions=[(module, dict(vars(module))) for module in _modules()],
+        patches=torch_patches.installed(),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from pytest_dmlbench.measure import comm, torch_patches
 from pytest_dmlbench.world.agreement import describe_outcome, mixed_outcomes, rebuild_reasons, unmatched_collectives
 from pytest_dmlbench.world.guard import snapshot
 from pytest_dmlbench.world.messages import RankOutcome
@@ -60,6 +62,40 @@ def test_a_removed_working_directory_is_left(tmp_path: Path) -> None:
     gone.rmdir()
     assert "working directory" in before.restore()
     assert os.getcwd() == before.cwd
+
+
+def test_a_patch_left_installed_is_taken_off_and_named_with_its_installer() -> None:
+    original = dist.all_reduce
+    before = snapshot()
+    with comm.instrument_collectives():
+        pass
+    assert before.restore() == []  # negative control: a patch restored by its installer is no finding
+    block = comm.instrument_collectives()
+    block.__enter__()  # a case that opened the counting block and never closed it
+    try:
+        found = before.restore()
+        assert "torch.distributed.all_reduce (patched by pytest_dmlbench.measure.comm.instrument_collectives, " \
+               "not restored)" in found
+        assert "torch.distributed.all_reduce" not in found  # named once, by the registry, not again as a function
+        assert dist.all_reduce is original
+        assert not [patch for patch in torch_patches.installed() if patch.installer.endswith("instrument_collectives")]
+    finally:
+        block.__exit__(None, None, None)  # its own restore comes after the guard's: nothing left to do
+    assert dist.all_reduce is original
+
+
+def test_a_patch_left_installed_and_replaced_since_is_taken_off_too() -> None:
+    owner = types.ModuleType("stand_in")
+    owner.f = len  # type: ignore[attr-defined]
+    standing = torch_patches.install(owner, "f", abs, by="tests.standing")  # before the snapshot: meant to stay
+    before = snapshot()
+    torch_patches.install(owner, "g", min, by="tests.left")
+    owner.g = max  # type: ignore[attr-defined]
+    try:
+        assert before.restore() == ["stand_in.g (patched by tests.left, not restored, then replaced by builtins.max)"]
+        assert "g" not in vars(owner) and owner.f is abs
+    finally:
+        torch_patches.restore(standing)
 
 
 def _outcome(rank: int, status: str = "passed", collectives: int | None = 2, rebuild: str = "") -> RankOutcome:
