@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
+from pytest_dmlbench.measure import torch_patches
 from pytest_dmlbench.world.bound_store import bind_rendezvous_stores
 from pytest_dmlbench.world.messages import WorldSpec
 from pytest_dmlbench.world.registry import CaseEntry, CaseRegistry
@@ -79,12 +80,15 @@ def test_the_detector_finds_a_tcp_store_that_binds_its_own_socket() -> None:
 
 @pytest.fixture
 def rendezvous_restored() -> Iterator[None]:
-    """torch's rendezvous store factory as it was before the test (the hook replaces it in place)."""
+    """torch's rendezvous store factory as it was before the test: the hook's patch is taken off through the
+    registry it was installed with, which then no longer lists it."""
     rendezvous: Any = importlib.import_module("torch.distributed.rendezvous")  # not torch.distributed's function
 
     original = rendezvous._create_c10d_store
+    before = set(map(id, torch_patches.installed()))
     yield
-    rendezvous._create_c10d_store = original
+    torch_patches.restore_all([patch for patch in torch_patches.installed() if id(patch) not in before])
+    assert rendezvous._create_c10d_store is original
 
 
 def free_port() -> int:
