@@ -10,7 +10,9 @@ the data, three steps, the checks after each); ``ring``, ten rounds of each rank
 receiving from the previous (even ranks send first), point-to-point matching; ``async``, ten rounds of eight
 ``async_op=True`` all-reduces waited for together (the poison, the staging and the watch over reads);
 ``blocking``, ten rounds of a blocking all-gather of one element a rank and an all-reduce of 16 (calls waited for
-at once, which strict mode neither stages nor watches).
+at once, which strict mode neither stages nor watches); ``fsdp``, FSDP2's strict check of the same file
+(``check_fsdp``: two steps, one sample a rank, the gathered parameters checked against single-process SGD after
+each), whose collectives come from C++ and DTensor and stay pending in strict mode.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ def ddp_case(info: Any) -> None:
 
     strategy, reference = suite.build_pair("ddp", "mlp", 0.9)
     suite.check_at_scale(strategy, "mlp", reference)
+
+
+def fsdp_case(info: Any) -> None:
+    from bench_cases import test_simulated_equivalence as suite
+
+    suite.check_fsdp(info.world_size)
 
 
 def ring_case(info: Any) -> None:
@@ -73,7 +81,7 @@ def blocking_case(info: Any) -> None:
 
 
 CASES: dict[str, Callable[[Any], None]] = {"ddp": ddp_case, "ring": ring_case, "async": async_case,
-                                           "blocking": blocking_case}
+                                           "blocking": blocking_case, "fsdp": fsdp_case}
 
 
 def run_once(case: Callable[[Any], None], ranks: int, *, strict: bool) -> float:
