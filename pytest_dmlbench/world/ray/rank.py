@@ -21,6 +21,7 @@ from pytest_dmlbench.world.bound_store import bound_store
 from pytest_dmlbench.world.execute import case_arguments, execute_case
 from pytest_dmlbench.world.messages import CaseRequest, RankOutcome, Ready, WorldSpec
 from pytest_dmlbench.world.registry import CaseRegistry
+from pytest_dmlbench.world.thread_frames import current_frames
 from pytest_dmlbench.world.torchrun_env import RankPlace, run_id, torchrun_variables
 
 
@@ -106,7 +107,7 @@ class RankActor:
     def stacks(self) -> str:
         """Every thread's stack (the case's thread included), formatted like a traceback."""
         parts = []
-        for thread_id, frame in sys._current_frames().items():
+        for thread_id, frame in current_frames().items():
             parts.append(f"Thread {thread_id:#x}:\n" + "".join(traceback.format_stack(frame)))
         return "\n".join(parts)
 

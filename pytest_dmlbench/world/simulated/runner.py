@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import random
-import sys
 import threading
 import time
 import traceback
@@ -38,6 +37,7 @@ from pytest_dmlbench.world.simulated.rng import RankRandomState
 from pytest_dmlbench.world.simulated.shared import SharedWorld, rank_ranges
 from pytest_dmlbench.world.simulated.thread_world import ThreadWorld, per_thread_world
 from pytest_dmlbench.world.simulated.turns import WorldAborted
+from pytest_dmlbench.world.thread_frames import current_frames
 
 DEVICE = "cpu"
 # A rank that holds the turn while waiting in a thread-synchronisation primitive this long is blocked on
@@ -229,7 +229,7 @@ class SimulatedCase:
 
     def _frame_of(self, rank: int | None) -> FrameType | None:
         ident = self.idents[rank] if rank is not None else None
-        return sys._current_frames().get(ident) if ident is not None else None
+        return current_frames().get(ident) if ident is not None else None
 
     def _holder_text(self) -> str:
         current = self.world.turns.current
