@@ -29,7 +29,7 @@ class _Buffers:
     nbytes: int
 
 
-def _torch_fn(op: str) -> Callable[..., Any]:
+def torch_collective(op: str) -> Callable[..., Any]:
     """The ``torch.distributed`` function implementing ``op`` on whole tensors (newest name first)."""
     import torch.distributed as dist
 
@@ -128,7 +128,7 @@ def check_collective(
             "reduce": torch.full_like(b.send, tri) if rank == 0 else None,
             "all_gather": torch.arange(1, n + 1, dtype=dtype, device=device).repeat_interleave(c),
         }[op]
-    _call(op, impl if impl is not None else _torch_fn(op), b, group)
+    _call(op, impl if impl is not None else torch_collective(op), b, group)
     got = b.recv if op in ("all_gather", "reduce_scatter", "all_to_all") else b.send
     if expected is not None and not torch.equal(got, expected):
         wrong = int((got != expected).sum())
@@ -185,7 +185,7 @@ def bench_collective(
     sync = RankSync(group)
     if check:
         check_collective(op, nbytes, dtype=dtype, device=device, group=group)
-    fn = _torch_fn(op)
+    fn = torch_collective(op)
     buffers = _buffers(op, nbytes, sync.world_size, dtype, device)
     on_cuda = buffers.send.device.type == "cuda"
     for _ in range(warmup):

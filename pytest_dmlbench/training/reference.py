@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch import nn
 
 from pytest_dmlbench.data.sharding import shard
+from pytest_dmlbench.measure.collective_bench import torch_collective
 from pytest_dmlbench.strategies.base import LossFn, Strategy, resolve_device
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -123,10 +124,8 @@ def disagreeing_ranks(tensor: torch.Tensor, *, key: int = 0) -> list[tuple[int, 
     device = resolve_device(None)  # nccl: CUDA only
     mine = torch.cat([digest(tensor).to(torch.int64), torch.tensor([key], dtype=torch.int64)]).to(device)
     gathered = torch.empty((dist.get_world_size(), mine.numel()), dtype=torch.int64, device=device)
-    # all_gather_into_tensor's newer name (torch 2.14 warns at the old one; the floor, 2.3, has only that);
     # gloo wants the input shaped as one row of the output
-    gather_into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    gather_into(gathered, mine.reshape(1, -1))
+    torch_collective("all_gather")(gathered, mine.reshape(1, -1))
     rows = gathered.cpu()
     digests, keys = rows[:, :-1], rows[:, -1]
     _, key_index = torch.unique(keys, return_inverse=True)
