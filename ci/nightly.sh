@@ -27,6 +27,10 @@
 #                       is not yet measured for CPU time: a night red on cpu_time_s alone for unchanged code says to
 #                       raise it. CPU time misses waiting (a slower peer, a barrier, a sleep, I/O): wall time, at
 #                       DMLBENCH_THRESHOLD, still judges that.
+#   DMLBENCH_CASE_THRESHOLDS  a per-case thresholds file (--dmlbench-case-thresholds; default: none, every case at
+#                       the run's thresholds): each case it lists is judged at the tightest threshold its own recorded
+#                       noise settles, as `python -m studies.case_thresholds` writes it from A/A nights; a marker's
+#                       threshold= still wins (docs/explanation/statistics.md, "Per-case thresholds").
 #   DMLBENCH_THRESHOLD  percent, default 10. 5 catches 10 % slowdowns far more often, but an A/A night at 5 % was
 #                       red on a 12 % offset one night's two worlds had for one case (docs/evidence/run-logs.md, night 11);
 #                       DMLBENCH_FAIL_ON_IMPROVEMENT: 1 to fail on improvements.
@@ -55,6 +59,9 @@ cpu_threshold="${DMLBENCH_CPU_THRESHOLD:-2.5}"
 extra=()
 if [[ "${DMLBENCH_FAIL_ON_IMPROVEMENT:-0}" == "1" ]]; then
   extra+=(--dmlbench-fail-on-improvement)
+fi
+if [[ -n "${DMLBENCH_CASE_THRESHOLDS:-}" ]]; then
+  extra+=(--dmlbench-case-thresholds "$DMLBENCH_CASE_THRESHOLDS")
 fi
 case "${DMLBENCH_FAIL_ON_INCONCLUSIVE:-untestable}" in
   untestable) extra+=(--dmlbench-fail-on-untestable) ;;

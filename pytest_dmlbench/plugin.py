@@ -104,6 +104,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-cpu-threshold", "dmlbench_cpu_threshold", {"metavar": "PCT"},
      "judge CPU time per step (the quiet figure recorded beside wall time) at this threshold in percent; "
      f"not judged unless given (default {DEFAULT_CPU_THRESHOLD_PCT})"),
+    ("--dmlbench-case-thresholds", "dmlbench_case_thresholds", {"metavar": "FILE"},
+     "per-case thresholds (JSON, as studies/case_thresholds.py writes it from measured noise): each listed case is "
+     "judged at its own threshold and CPU threshold; a marker's threshold= beats it, it beats the run's"),
     ("--dmlbench-launcher", "dmlbench_launcher", {"metavar": "{fork,ray,simulated}"},
      "fork: rank processes forked from the pytest process (default); ray: ranks are Ray actors on a local "
      "Ray instance, or on the cluster at RAY_ADDRESS; simulated: ranks are threads of the pytest process "

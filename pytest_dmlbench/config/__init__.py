@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_dmlbench.config.case_thresholds import NO_CASE_THRESHOLDS, CaseThresholds, load_case_thresholds
+from pytest_dmlbench.config.percentages import parse_threshold
 from pytest_dmlbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -147,19 +149,6 @@ def parse_positive_seconds(value: Any, source: str = "--dmlbench-timeout") -> fl
     return number
 
 
-def parse_threshold(value: Any, source: str = "--dmlbench-threshold") -> float:
-    """A percentage >= 0 (10 means 10 %), given as a number or a string such as ``"10"`` or ``"10%"``."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{source}: {value!r} is not a percentage; give a number >= 0, e.g. {source} 10")
-    try:
-        number = float(str(value).strip().rstrip("%"))
-    except ValueError:
-        raise ConfigError(f"{source}: {value!r} is not a percentage; give a number >= 0, e.g. {source} 10") from None
-    if not math.isfinite(number) or number < 0:
-        raise ConfigError(f"{source}: {value!r} must be a finite percentage >= 0, e.g. {source} 10")
-    return number
-
-
 def parse_run_alpha(value: Any, source: str = "--dmlbench-run-alpha") -> float:
     """A probability in (0, 0.5), given as a number (0.01) or a percentage string (``"1%"``)."""
     text = str(value).strip()
@@ -226,6 +215,7 @@ class DmlbenchConfig:
     rank_allocator: str = DEFAULT_RANK_ALLOCATOR  # paired gate: the allocator the block servers' ranks preload
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
     cpu_threshold_pct: float | None = DEFAULT_CPU_THRESHOLD_PCT  # CPU time per step's threshold (None: not judged)
+    case_thresholds: CaseThresholds = NO_CASE_THRESHOLDS  # --dmlbench-case-thresholds: listed cases' own thresholds
 
 
 @dataclass(frozen=True)
@@ -400,4 +390,18 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         mmap_threshold=DEFAULT_MMAP_THRESHOLD if mmap_threshold is None else parse_mmap_threshold(mmap_threshold),
         rank_allocator=DEFAULT_RANK_ALLOCATOR if rank_allocator is None else parse_rank_allocator(rank_allocator),
         smoke=smoke,
+        case_thresholds=_case_thresholds(config),
     )
+
+
+def _case_thresholds(config: pytest.Config) -> CaseThresholds:
+    """The per-case thresholds file's (``--dmlbench-case-thresholds``): a relative path given on the command line
+    is read from the working directory, one given in the ini file from the rootdir."""
+    given = config.getoption("dmlbench_case_thresholds", default=None)
+    if given in (None, ""):
+        given = config.getini("dmlbench_case_thresholds")
+        if given in (None, "", []):
+            return NO_CASE_THRESHOLDS
+        path = Path(str(given))
+        return load_case_thresholds(path if path.is_absolute() else Path(config.rootpath) / path)
+    return load_case_thresholds(Path(str(given)))

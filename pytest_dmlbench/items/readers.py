@@ -19,7 +19,13 @@ from pytest_dmlbench.results import CaseResult
 
 def case_facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: float | None,
                cpu_threshold_pct: float | None = None) -> CaseFacts:
-    """The facts of ``item``'s case that its result records (its scaling family when ``scaling=True``)."""
+    """The facts of ``item``'s case that its result records (its scaling family when ``scaling=True``); a
+    threshold the marker left unset is the per-case thresholds file's where it lists the case."""
+    settings = item.config.stash.get(CONFIG_KEY, None)
+    if settings is not None:
+        listed = settings.case_thresholds.of(item.nodeid)
+        threshold_pct = listed.threshold_pct if threshold_pct is None else threshold_pct
+        cpu_threshold_pct = listed.cpu_threshold_pct if cpu_threshold_pct is None else cpu_threshold_pct
     params = callspec_params(item)
     scaling = None
     if SCALING_ARG in params:
