@@ -11,6 +11,7 @@ heavy work starts only when ``--dmlbench`` is given.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
@@ -432,6 +433,14 @@ def _case_engine(config: pytest.Config, launcher: str) -> Engine | None:
 
         config.stash[SIMULATED_ENGINE_KEY] = SimulatedEngine()
     return config.stash[SIMULATED_ENGINE_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Consecutive Ray Train experiments share one Ray instance; any other next item finds none."""
+    collect = sys.modules.get("pytest_dmlbench.experiments.collect")  # None: no experiment file was collected
+    if collect is not None and any(isinstance(node, collect.ExperimentItem) for node in (item, nextitem)):
+        collect.hand_on_ray(item, nextitem)
 
 
 @pytest.hookimpl(tryfirst=True)

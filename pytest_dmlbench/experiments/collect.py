@@ -36,6 +36,7 @@ class ExperimentItem(pytest.Function):
         self.experiment = experiment
         self.line = line
         self.dmlbench_params = experiment.params()
+        self.dmlbench_keep_ray = False  # the next item fits on the Ray instance this one leaves (hand_on_ray)
         if experiment.framework in IN_PYTEST_PROCESS:
             self._mark_in_process(experiment)
             return
@@ -59,6 +60,24 @@ class ExperimentItem(pytest.Function):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, self.line, f"experiment {self.name}"
+
+
+def fits_on_ray(item: pytest.Item | None) -> bool:
+    """Whether ``item`` is an experiment whose body fits on Ray in this process (``framework: ray_train``)."""
+    return isinstance(item, ExperimentItem) and item.experiment.framework in IN_PYTEST_PROCESS
+
+
+def hand_on_ray(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """At ``item``'s teardown (before its finalizers): the Ray connection an experiment made stays only when
+    ``nextitem`` fits on Ray too (one instance for consecutive Ray Train items: no second start, no second
+    wait for Ray's autoscaler); before any other item, or at the end, this process stops being a Ray driver."""
+    from pytest_dmlbench.experiments.ray_cluster import is_driver_here, shutdown
+
+    keep = fits_on_ray(nextitem)
+    if isinstance(item, ExperimentItem):
+        item.dmlbench_keep_ray = keep
+    if not keep and is_driver_here():
+        shutdown()
 
 
 def name_line(path: Path, name: str) -> int:

@@ -3,10 +3,11 @@
 With ``RAY_ADDRESS`` unset, a Ray Train experiment starts an embedded local Ray instance
 (:func:`~pytest_dmlbench.world.ray.local.start_local`: listening on 127.0.0.1 only, no dashboard, no
 usage-stats reporting) sized to this machine's cores. With ``RAY_ADDRESS`` set, experiments run on that
-cluster and it is left running. Either way the pytest process stays a Ray driver only while the experiment's
-item is set up (the item's teardown disconnects it, shutting the embedded instance down): a process that
-forks while it is a Ray driver breaks the driver's connections to Ray (an in-process case that starts worlds,
-a DataLoader with workers), and the session then hung at its end, in ``ray.shutdown``.
+cluster and it is left running. Either way the pytest process stays a Ray driver only while Ray Train items
+run (the teardown of the last of consecutive ones disconnects it, shutting the embedded instance down; the
+next one, if it is a Ray Train item too, fits on the same instance): a process that forks while it is a Ray
+driver breaks the driver's connections to Ray (an in-process case that starts worlds, a DataLoader with
+workers), and the session then hung at its end, in ``ray.shutdown``.
 Ray is an optional dependency: :data:`RAY_MISSING` says how to install it.
 """
 
@@ -43,24 +44,37 @@ def _cluster_cpus(ray: Any) -> float:
     return float(ray.cluster_resources().get("CPU", 0.0))
 
 
+_connected_here = False  # this process made itself a Ray driver through connect() and has not shut down since
+
+
+def is_driver_here() -> bool:
+    """Whether :func:`connect` made this process a Ray driver that :func:`shutdown` has not yet disconnected."""
+    return _connected_here
+
+
 def connect() -> RayConnection:
     """Attach to the running Ray instance, to ``RAY_ADDRESS``'s cluster, or start an embedded one."""
     import ray
 
     if ray.is_initialized():
         return RayConnection(started_here=False, cpus=_cluster_cpus(ray))
+    global _connected_here
     if os.environ.get("RAY_ADDRESS"):
         ray.init(log_to_driver=True)
+        _connected_here = True
         return RayConnection(started_here=False, cpus=_cluster_cpus(ray), connected_here=True)
     cpus = os.cpu_count() or 1
     start_local(ray, num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, log_to_driver=True)
+    _connected_here = True
     return RayConnection(started_here=True, cpus=float(cpus), connected_here=True)
 
 
 def shutdown() -> None:
     """Disconnect this process from Ray, stopping the embedded instance (a no-op when not connected)."""
+    global _connected_here
     import ray
 
+    _connected_here = False
     if ray.is_initialized():
         ray.shutdown()
 

@@ -74,11 +74,20 @@ def fit(experiment: Experiment, storage: str, on_connected: Any,
     return figures_of(result.metrics, experiment), elapsed
 
 
+def release_ray(item: Any) -> None:
+    """At ``item``'s teardown: disconnect from Ray unless the next item fits on it too (``dmlbench_keep_ray``,
+    which :func:`~pytest_dmlbench.experiments.collect.hand_on_ray` sets from the item that follows)."""
+    if not getattr(item, "dmlbench_keep_ray", False):
+        shutdown()
+
+
 def run_ray_train(dmlbench_metrics: LocalMetrics, request: Any, tmp_path: Path, *, experiment: Experiment) -> None:
     """The item body: fit the experiment with Ray Train and record its figures in this process."""
     storage = os.environ.get(STORAGE_ENV) or str(tmp_path / "ray_results")
-    # a driver only while the item is set up (a block server keeps it set up between its blocks): see ray_cluster
-    measured, fit_time = fit(experiment, storage, lambda: request.addfinalizer(shutdown), dmlbench_metrics.block)
+    # a driver only while Ray Train items run (a block server keeps one set up between its blocks): see ray_cluster
+    node = request.node
+    measured, fit_time = fit(experiment, storage, lambda: request.addfinalizer(lambda: release_ray(node)),
+                             dmlbench_metrics.block)
     for name, samples in measured.figures.items():
         dmlbench_metrics.record(name, samples)
     dmlbench_metrics.record("ray_fit_time_s", fit_time, unit="s", better="lower")

@@ -2,11 +2,11 @@
 plugin's own world, side by side in one ``--dmlbench-json``; an experiment that cannot reach its
 min_accuracy fails (the negative control); without Ray the item is skipped naming the install command.
 
-Each Ray Train item starts a real embedded Ray instance (30-60 s on a loaded 2-core machine), and the tests
-are skipped where Ray Train is not installed (``pip install -e ".[ray]"``). The whole comparison (three fits:
-saved, then judged beside the negative control) is marked ``slow`` and runs daily; every CI run keeps the
-smoke of the same path: one session of a Ray Train fit and the negative control, its figures checked, with
-the probe that the pytest process is a Ray driver only while an experiment runs.
+Ray Train items start a real embedded Ray instance (30-60 s on a loaded 2-core machine; consecutive ones share
+it), and the tests are skipped where Ray Train is not installed (``pip install -e ".[ray]"``). The whole
+comparison (three fits: saved, then judged beside the negative control) is marked ``slow`` and runs daily;
+every CI run keeps the smoke of the same path: one session of a Ray Train fit and the negative control, its
+figures checked, with the probe that the pytest process is a Ray driver only while an experiment runs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, cpus_per_worker
 from pytest_dmlbench.experiments.ray_train import figures_of
 from pytest_dmlbench.experiments.schema import FieldProblem, validate
-from tests.conftest import run_pytest, write_files
+from tests.conftest import inner_tmpdir, run_pytest, write_files
 
 # mlp: 32 -> 64 -> 10, float32; allreduce sends every parameter byte every step
 MLP_PARAMETER_BYTES = 4 * (32 * 64 + 64 + 64 * 10 + 10)
@@ -148,9 +148,9 @@ DRIVER_PROBE = """
 def test_a_ray_train_fit_and_its_negative_control_with_the_pytest_process_a_driver_only_meanwhile(
         tmp_path: Path) -> None:
     """The smoke of the Ray Train path every CI run keeps: a fit's figures, the negative control that fails its
-    min_accuracy, and, after the Ray Train items, the pytest process no longer connected to Ray, so a later
-    in-process case that forks (worlds of its own, DataLoader workers) cannot break Ray's connections; before,
-    the session could hang at its end in ``ray.shutdown``."""
+    min_accuracy, both on one Ray instance, and, after the Ray Train items, the pytest process no longer
+    connected to Ray, so a later in-process case that forks (worlds of its own, DataLoader workers) cannot break
+    Ray's connections; before, the session could hang at its end in ``ray.shutdown``."""
     write_files(tmp_path, **{"dmlbench_ray.yaml": EXPERIMENTS, "test_zafter.py": DRIVER_PROBE})
     run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-json", "results.json", "-p", "no:randomly",
                      "-k", "(learns and ray_train) or frozen or probe or after", timeout=900)
@@ -161,6 +161,10 @@ def test_a_ray_train_fit_and_its_negative_control_with_the_pytest_process_a_driv
         "*1 failed, 3 passed, 1 deselected*",
     ])
     assert "warnings summary" not in run.output  # Ray's warnings about its own settings are not the user's
+    # the two Ray Train items, one after the other, fitted on one Ray instance: it started once for them, and
+    # once more for the probe's own connect() after them (one start per item would make three)
+    sessions = [path.name for path in (*inner_tmpdir().glob("session_2*"), *inner_tmpdir().glob("ray/session_2*"))]
+    assert len(sessions) == 2, sessions
     cases = json.loads((tmp_path / "results.json").read_text())["cases"]
     # every case with its outcome: the failed one kept no figures
     assert sorted(c["nodeid"] for c in cases) == ["dmlbench_ray.yaml::frozen",
