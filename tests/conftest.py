@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -100,14 +100,19 @@ def run_pytest(folder: Path, *args: str, timeout: float = 300, **env: str) -> Ou
     env.setdefault("TMPDIR", str(inner_tmpdir()))
     plugins = () if uses_hypothesis(folder) else ("-p", "no:hypothesispytest")
     arguments = ["-p", "no:cacheprovider", "-p", "no:randomly", *plugins, *args]
-    environment = clean_env(**env)
-    server = forkserver.server_for(environment)
-    if server is not None:
-        proc = server.run(arguments, folder, environment, timeout)
-    else:
-        proc = subprocess.run([sys.executable, "-m", "pytest", *arguments], cwd=folder, capture_output=True,
-                              text=True, timeout=timeout, env=environment)
+    proc = python_m_pytest(folder, arguments, clean_env(**env), timeout)
     return Outcome(proc.returncode, proc.stdout + proc.stderr)
+
+
+def python_m_pytest(cwd: Path, arguments: Sequence[str], env: dict[str, str],
+                    timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest ARGUMENTS`` in ``cwd`` with ``env``, its output captured: forked from the fork server
+    (:mod:`tests.forkserver`) where ``env`` allows it, else in a fresh interpreter."""
+    server = forkserver.server_for(env)
+    if server is not None:
+        return server.run(list(arguments), cwd, env, timeout)
+    return subprocess.run([sys.executable, "-m", "pytest", *arguments], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 T = TypeVar("T")

@@ -8,12 +8,11 @@ the failure comes from the mutation).
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env
+from tests.conftest import clean_env, python_m_pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SELECTION = "test_matches_single_process_reference_float64 and mlp and sgd and ({names})"
@@ -22,9 +21,8 @@ CORRECTNESS = ("--dmlbench", "--world-size", "2", "-m", "correctness", "bench_ca
 
 def correctness_run(names: str, *extra: str) -> subprocess.CompletedProcess[str]:
     """The README's correctness command on the float64 mlp cases of the named strategies."""
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *CORRECTNESS, "-q",
-               "-k", SELECTION.format(names=names), *extra]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=clean_env())
+    arguments = ["-p", "no:cacheprovider", *CORRECTNESS, "-q", "-k", SELECTION.format(names=names), *extra]
+    return python_m_pytest(ROOT, arguments, clean_env(), timeout=600)
 
 
 def test_the_selection_passes_without_a_mutation() -> None:

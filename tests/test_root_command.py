@@ -4,12 +4,9 @@ benchmark and correctness cases, `pytest tests` the plugin's own tests."""
 from __future__ import annotations
 
 import functools
-import subprocess
-import sys
 from pathlib import Path
 
-from tests import forkserver
-from tests.conftest import clean_env
+from tests.conftest import clean_env, python_m_pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,11 +16,7 @@ def collected_nodeids(*args: str) -> tuple[str, ...]:
     """Node ids ``pytest --collect-only -q ARGS`` lists at the repository root (collected once per process:
     the README's counts and the root command ask for the same collection)."""
     arguments = ["-p", "no:cacheprovider", "-p", "no:randomly", "--collect-only", "-q", *args]
-    env = clean_env()
-    server = forkserver.server_for(env)
-    proc = (server.run(arguments, ROOT, env, timeout=300) if server is not None else
-            subprocess.run([sys.executable, "-m", "pytest", *arguments], cwd=ROOT, capture_output=True, text=True,
-                           timeout=300, env=env))
+    proc = python_m_pytest(ROOT, arguments, clean_env(), timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return tuple(line for line in proc.stdout.splitlines() if "::" in line)
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import Outcome, clean_env, run_pytest, write_files
+from tests.conftest import Outcome, clean_env, python_m_pytest, run_pytest, write_files
 
 # Hypothesis loads its derandomized "ci" profile when a CI variable is set (as in this repository's CI);
 # the tests of the per-run seed pin the default profile so that the seed rank 0 draws is exercised.
@@ -227,11 +227,9 @@ def test_a_second_run_reproduces_from_the_printed_seed_and_rank_0s_database(tmp_
 
 
 def test_the_bench_negative_controls_are_refuted_and_shrunk() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dmlbench", "--world-size", "2",
-         "--dmlbench-no-compare", "-q", "bench_cases/test_distributed_properties.py", "-k", "negative_control"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=clean_env(),
-    )
+    proc = python_m_pytest(
+        ROOT, ["-p", "no:cacheprovider", "--dmlbench", "--world-size", "2", "--dmlbench-no-compare", "-q",
+               "bench_cases/test_distributed_properties.py", "-k", "negative_control"], clean_env(), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 passed" in proc.stdout, proc.stdout
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from tests.conftest import clean_env, run_pytest, write_files
+from tests.conftest import clean_env, python_m_pytest, run_pytest, write_files
 
 CASES = """
     import pytest, torch, torch.distributed as td
@@ -195,16 +195,12 @@ def test_the_fsdp2_and_tensor_parallel_equivalence_suite_passes_on_simulated_ran
     """The sharded strategies' float64 equivalence cases and their negative controls (a shard that skips its
     reduce-scatter, a wrong placement), unchanged, on 2 and 4 simulated ranks; only the two byte-accounting
     cases that time with the ``dmlbench`` fixture are skipped, with the reason."""
-    import subprocess
-    import sys
-
     root = Path(__file__).resolve().parents[3]
     for world_size in ("2", "4"):
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-rs", "--dmlbench",
-             "--dmlbench-launcher", "simulated", "--world-size", world_size, "-m", "correctness",
-             "bench_cases/test_sharded_equivalence.py"],
-            cwd=root, capture_output=True, text=True, timeout=600, env=clean_env())
+        done = python_m_pytest(
+            root, ["-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-rs", "--dmlbench", "--dmlbench-launcher",
+                   "simulated", "--world-size", world_size, "-m", "correctness",
+                   "bench_cases/test_sharded_equivalence.py"], clean_env(), timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "32 passed, 2 skipped" in done.stdout, done.stdout
         assert "measures timings (uses the dmlbench fixture): simulated ranks" in done.stdout, done.stdout
