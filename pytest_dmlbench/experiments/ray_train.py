@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dmlbench.config import DEFAULT_TIMEOUT_S
-from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, connect, cpus_per_worker, shutdown
+from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, connect, cpus_per_worker, is_driver_here, shutdown
 from pytest_dmlbench.experiments.ray_worker import NOTES_KEY, train_loop
 from pytest_dmlbench.experiments.runner import Measured, check_outcome
 from pytest_dmlbench.experiments.schema import Experiment
@@ -43,7 +43,8 @@ def figures_of(metrics: dict[str, Any] | None, experiment: Experiment) -> Measur
 def fit(experiment: Experiment, storage: str, on_connected: Any,
         block: BlockBudget | None = None) -> tuple[Measured, float]:
     """Fit ``experiment`` with a TorchTrainer (in a block of the paired gate, on its budget); its figures
-    and the wall time of ``fit()``. ``on_connected`` is called when this fit made the process a Ray driver."""
+    and the wall time of ``fit()``. ``on_connected`` is called when the process is a Ray driver of its own making
+    (this fit connected it, or an earlier Ray Train item left it connected for this one)."""
     try:
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
@@ -51,7 +52,7 @@ def fit(experiment: Experiment, storage: str, on_connected: Any,
         raise ImportError(f"{RAY_MISSING} ({exc})") from exc
 
     connection = connect()
-    if connection.connected_here:
+    if connection.connected_here or is_driver_here():  # a connection of this process's own, new or kept
         on_connected()
     cpus = cpus_per_worker(connection.cpus, experiment.world_size)
     timeout = experiment.timeout if experiment.timeout is not None else DEFAULT_TIMEOUT_S
@@ -86,8 +87,17 @@ def run_ray_train(dmlbench_metrics: LocalMetrics, request: Any, tmp_path: Path, 
     storage = os.environ.get(STORAGE_ENV) or str(tmp_path / "ray_results")
     # a driver only while Ray Train items run (a block server keeps one set up between its blocks): see ray_cluster
     node = request.node
-    measured, fit_time = fit(experiment, storage, lambda: request.addfinalizer(lambda: release_ray(node)),
-                             dmlbench_metrics.block)
+
+    def release() -> None:
+        node.dmlbench_releases_ray = False
+        release_ray(node)
+
+    def release_at_teardown() -> None:  # once per set-up, though a block server fits the item block after block
+        if not getattr(node, "dmlbench_releases_ray", False):
+            node.dmlbench_releases_ray = True
+            request.addfinalizer(release)
+
+    measured, fit_time = fit(experiment, storage, release_at_teardown, dmlbench_metrics.block)
     for name, samples in measured.figures.items():
         dmlbench_metrics.record(name, samples)
     dmlbench_metrics.record("ray_fit_time_s", fit_time, unit="s", better="lower")
