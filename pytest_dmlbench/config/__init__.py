@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_dmlbench.config.case_thresholds import NO_CASE_THRESHOLDS, CaseThresholds, load_case_thresholds
-from pytest_dmlbench.config.percentages import parse_threshold
+from pytest_dmlbench.config.percentages import parse_threshold as parse_threshold  # the options use it too
 from pytest_dmlbench.errors import ConfigError
 
 if TYPE_CHECKING:
