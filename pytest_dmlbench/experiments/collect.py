@@ -36,7 +36,6 @@ class ExperimentItem(pytest.Function):
         self.experiment = experiment
         self.line = line
         self.dmlbench_params = experiment.params()
-        self.dmlbench_keep_ray = False  # the next item fits on the Ray instance this one leaves (hand_on_ray)
         if experiment.framework in IN_PYTEST_PROCESS:
             self._mark_in_process(experiment)
             return
@@ -68,15 +67,13 @@ def fits_on_ray(item: pytest.Item | None) -> bool:
 
 
 def hand_on_ray(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """At ``item``'s teardown (before its finalizers): the Ray connection an experiment made stays only when
-    ``nextitem`` fits on Ray too (one instance for consecutive Ray Train items: no second start, no second
-    wait for Ray's autoscaler); before any other item, or at the end, this process stops being a Ray driver."""
+    """At ``item``'s teardown, the one place a Ray Train item's connection ends: the Ray connection an experiment
+    made stays only when ``nextitem`` fits on Ray too (one instance for consecutive Ray Train items: no second
+    start, no second wait for Ray's autoscaler); before any other item, or at the end, this process stops being a
+    Ray driver."""
     from pytest_dmlbench.experiments.ray_cluster import is_driver_here, shutdown
 
-    keep = fits_on_ray(nextitem)
-    if isinstance(item, ExperimentItem):
-        item.dmlbench_keep_ray = keep
-    if not keep and is_driver_here():
+    if not fits_on_ray(nextitem) and is_driver_here():
         shutdown()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dmlbench.config import DEFAULT_TIMEOUT_S
-from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, connect, cpus_per_worker, is_driver_here, shutdown
+from pytest_dmlbench.experiments.ray_cluster import RAY_MISSING, connect, cpus_per_worker
 from pytest_dmlbench.experiments.ray_worker import NOTES_KEY, train_loop
 from pytest_dmlbench.experiments.runner import Measured, check_outcome
 from pytest_dmlbench.experiments.schema import Experiment
@@ -40,11 +40,10 @@ def figures_of(metrics: dict[str, Any] | None, experiment: Experiment) -> Measur
     return Measured(figures, notes)
 
 
-def fit(experiment: Experiment, storage: str, on_connected: Any,
-        block: BlockBudget | None = None) -> tuple[Measured, float]:
+def fit(experiment: Experiment, storage: str, block: BlockBudget | None = None) -> tuple[Measured, float]:
     """Fit ``experiment`` with a TorchTrainer (in a block of the paired gate, on its budget); its figures
-    and the wall time of ``fit()``. ``on_connected`` is called when the process is a Ray driver of its own making
-    (this fit connected it, or an earlier Ray Train item left it connected for this one)."""
+    and the wall time of ``fit()``. The process stays a Ray driver until the teardown of the last of
+    consecutive Ray Train items (:func:`~pytest_dmlbench.experiments.collect.hand_on_ray`)."""
     try:
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
@@ -52,8 +51,6 @@ def fit(experiment: Experiment, storage: str, on_connected: Any,
         raise ImportError(f"{RAY_MISSING} ({exc})") from exc
 
     connection = connect()
-    if connection.connected_here or is_driver_here():  # a connection of this process's own, new or kept
-        on_connected()
     cpus = cpus_per_worker(connection.cpus, experiment.world_size)
     timeout = experiment.timeout if experiment.timeout is not None else DEFAULT_TIMEOUT_S
     trainer = TorchTrainer(
@@ -75,29 +72,10 @@ def fit(experiment: Experiment, storage: str, on_connected: Any,
     return figures_of(result.metrics, experiment), elapsed
 
 
-def release_ray(item: Any) -> None:
-    """At ``item``'s teardown: disconnect from Ray unless the next item fits on it too (``dmlbench_keep_ray``,
-    which :func:`~pytest_dmlbench.experiments.collect.hand_on_ray` sets from the item that follows)."""
-    if not getattr(item, "dmlbench_keep_ray", False):
-        shutdown()
-
-
-def run_ray_train(dmlbench_metrics: LocalMetrics, request: Any, tmp_path: Path, *, experiment: Experiment) -> None:
+def run_ray_train(dmlbench_metrics: LocalMetrics, tmp_path: Path, *, experiment: Experiment) -> None:
     """The item body: fit the experiment with Ray Train and record its figures in this process."""
     storage = os.environ.get(STORAGE_ENV) or str(tmp_path / "ray_results")
-    # a driver only while Ray Train items run (a block server keeps one set up between its blocks): see ray_cluster
-    node = request.node
-
-    def release() -> None:
-        node.dmlbench_releases_ray = False
-        release_ray(node)
-
-    def release_at_teardown() -> None:  # once per set-up, though a block server fits the item block after block
-        if not getattr(node, "dmlbench_releases_ray", False):
-            node.dmlbench_releases_ray = True
-            request.addfinalizer(release)
-
-    measured, fit_time = fit(experiment, storage, release_at_teardown, dmlbench_metrics.block)
+    measured, fit_time = fit(experiment, storage, dmlbench_metrics.block)
     for name, samples in measured.figures.items():
         dmlbench_metrics.record(name, samples)
     dmlbench_metrics.record("ray_fit_time_s", fit_time, unit="s", better="lower")
