@@ -32,6 +32,10 @@ class BaselineWarning(UserWarning):
     """Something about the stored baselines the user should know but that does not fail the run."""
 
 
+class CaseThresholdsWarning(UserWarning):
+    """The per-case thresholds file lists none of the run's cases (``--dmlbench-case-thresholds``)."""
+
+
 class WorldRebuiltWarning(UserWarning):
     """A case left its world unusable (destroyed or replaced the default group, or state that cannot be
     restored); the world was rebuilt and the case is named."""

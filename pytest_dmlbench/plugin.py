@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
@@ -42,7 +43,7 @@ from pytest_dmlbench.config import (
     in_process_gate_settings,
     scaling_world_sizes,
 )
-from pytest_dmlbench.errors import ConfigError, WorldError, WorldRebuiltWarning
+from pytest_dmlbench.errors import CaseThresholdsWarning, ConfigError, WorldError, WorldRebuiltWarning
 from pytest_dmlbench.gates.choose import choose_gate
 from pytest_dmlbench.gates.wording import failing_verdicts, failure_text
 from pytest_dmlbench.items.case import (
@@ -103,7 +104,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-threshold", "dmlbench_threshold", {"metavar": "PCT"},
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
     ("--dmlbench-cpu-threshold", "dmlbench_cpu_threshold", {"metavar": "PCT"},
-     "judge CPU time per step (the quiet figure recorded beside wall time) at this threshold in percent; "
+     "judge CPU time per step (the quiet figure recorded beside wall time) at this threshold in percent, or off; "
      f"not judged unless given (default {DEFAULT_CPU_THRESHOLD_PCT})"),
     ("--dmlbench-case-thresholds", "dmlbench_case_thresholds", {"metavar": "FILE"},
      "per-case thresholds (JSON, as studies/case_thresholds.py writes it from measured noise): each listed case is "
@@ -401,6 +402,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    settings = session.config.stash[CONFIG_KEY]
+    unmatched = settings.enabled and settings.case_thresholds.matches_none_of(
+        [item.nodeid for item in session.items], str(session.config.rootpath))
+    if unmatched:
+        warnings.warn(unmatched, CaseThresholdsWarning, stacklevel=1)
     engine = session.config.stash.get(ENGINE_KEY, None)
     if engine is None:
         return

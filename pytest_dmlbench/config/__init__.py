@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_dmlbench.config.case_thresholds import NO_CASE_THRESHOLDS, CaseThresholds, load_case_thresholds
+from pytest_dmlbench.config.percentages import CPU_OFF as CPU_OFF
+from pytest_dmlbench.config.percentages import CpuThreshold as CpuThreshold
+from pytest_dmlbench.config.percentages import parse_cpu_threshold as parse_cpu_threshold
 from pytest_dmlbench.config.percentages import parse_threshold as parse_threshold  # the options use it too
 from pytest_dmlbench.errors import ConfigError
 
@@ -228,7 +231,7 @@ class CaseSettings:
     threshold_pct: float | None
     scaling: bool
     isolation: str = "persistent"
-    cpu_threshold_pct: float | None = None  # the marker's cpu_threshold= (None: the run's)
+    cpu_threshold_pct: CpuThreshold | None = None  # the marker's cpu_threshold= ("off": not judged; None: the run's)
     communicates: bool = True  # False: the case means its ranks never to use the world's group
     pair_budget_s: float | None = None  # paired gate: this case's seconds of block pairs (None: the run's)
     launcher: str = "fork"  # the marker's launcher="simulated" runs this case on simulated ranks
@@ -264,11 +267,18 @@ def case_settings(marker_kwargs: dict[str, Any], defaults: DmlbenchConfig, where
         isolation=defaults.isolation if isolation is None else parse_isolation(isolation, f"{where}: isolation="),
         pair_budget_s=None if budget is None else parse_positive_seconds(budget, f"{where}: pair_budget="),
         launcher=defaults.launcher if launcher is None else parse_launcher(launcher, f"{where}: launcher="),
-        cpu_threshold_pct=None if cpu_threshold is None else parse_threshold(cpu_threshold, f"{where}: cpu_threshold="),
+        cpu_threshold_pct=(None if cpu_threshold is None
+                           else parse_cpu_threshold(cpu_threshold, f"{where}: cpu_threshold=")),
         communicates=_flag(marker_kwargs.get("communicates", True), f"{where}: communicates="),
         strict=defaults.strict if marker_kwargs.get("strict") is None
         else _flag(marker_kwargs["strict"], f"{where}: strict="),
     )
+
+
+def _run_cpu_threshold(value: Any) -> float | None:
+    """The run's CPU-time threshold in percent; None where ``off`` leaves CPU time unjudged."""
+    parsed = parse_cpu_threshold(value, "--dmlbench-cpu-threshold")
+    return None if parsed == CPU_OFF else float(parsed)
 
 
 def _flag(value: Any, source: str) -> bool:
@@ -363,8 +373,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         backend="auto" if backend is None else parse_backend(backend),
         timeout_s=DEFAULT_TIMEOUT_S if timeout is None else parse_positive_seconds(timeout),
         threshold_pct=DEFAULT_THRESHOLD_PCT if threshold is None else parse_threshold(threshold),
-        cpu_threshold_pct=(DEFAULT_CPU_THRESHOLD_PCT if cpu_threshold is None
-                           else parse_threshold(cpu_threshold, "--dmlbench-cpu-threshold")),
+        cpu_threshold_pct=DEFAULT_CPU_THRESHOLD_PCT if cpu_threshold is None else _run_cpu_threshold(cpu_threshold),
         save=bool(_value(config, "dmlbench_save")),
         compare=not bool(_value(config, "dmlbench_no_compare")) and against is None and not smoke,
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",

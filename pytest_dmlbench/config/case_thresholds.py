@@ -6,7 +6,8 @@ catches smaller changes), a noisy one at a wider one (it settles rather than sta
 
     {"schema": 1, "cases": {"<node id>": {"threshold": 7.5, "cpu_threshold": 2.5}, ...}}
 
-Either key of a case may be left out; other keys (the study's measurements) are for people and ignored here.
+``"cpu_threshold": "off"`` leaves the case's CPU time unjudged. Either key of a case may be left out; other
+keys (the study's measurements) are for people and ignored here.
 Precedence, highest first: the marker's ``threshold=`` / ``cpu_threshold=``, this file, the run's
 ``--dmlbench-threshold`` / ``--dmlbench-cpu-threshold``. A case the file does not list keeps the run's.
 """
@@ -14,12 +15,12 @@ Precedence, highest first: the marker's ``threshold=`` / ``cpu_threshold=``, thi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.config.percentages import parse_threshold
+from pytest_dmlbench.config.percentages import CpuThreshold, parse_cpu_threshold, parse_threshold
 from pytest_dmlbench.errors import ConfigError
 
 SCHEMA = 1
@@ -32,7 +33,7 @@ class CaseThreshold:
     """One case's thresholds in percent (None: the run's)."""
 
     threshold_pct: float | None = None
-    cpu_threshold_pct: float | None = None
+    cpu_threshold_pct: CpuThreshold | None = None  # "off": CPU time not judged
 
 
 @dataclass(frozen=True)
@@ -46,13 +47,26 @@ class CaseThresholds:
         """``nodeid``'s thresholds (both None where the file does not list it)."""
         return self.cases.get(nodeid, CaseThreshold())
 
+    def matches_none_of(self, nodeids: Sequence[str], rootdir: str) -> str | None:
+        """A warning when the file lists cases and none of the run's ``nodeids`` is among them; else None.
+
+        Node ids are relative to the rootdir, so a file written from another rootdir (or a run whose path
+        argument moved it) matches nothing, and every case would be judged at the run's thresholds unsaid."""
+        if not self.cases or not nodeids or any(nodeid in self.cases for nodeid in nodeids):
+            return None
+        return (f"{OPTION} {self.source}: none of this run's {len(nodeids)} case(s) is among the {len(self.cases)} "
+                f"it lists, so every case is judged at the run's thresholds. Node ids follow the rootdir "
+                f"({rootdir}): the file lists e.g. {next(iter(self.cases))!r}, this run has e.g. {nodeids[0]!r}. "
+                f"Run from the rootdir the file was written for, and give it as {OPTION}=FILE (pytest takes an "
+                "existing path among its arguments into its choice of rootdir)")
+
 
 NO_CASE_THRESHOLDS = CaseThresholds()
 
 
 def parse_case_thresholds(document: Any, source: str) -> CaseThresholds:
     """The thresholds of a decoded file; ConfigError names what is wrong, where, and the accepted form."""
-    form = f'{{"schema": {SCHEMA}, "cases": {{"<node id>": {{"threshold": PCT, "cpu_threshold": PCT}}}}}}'
+    form = f'{{"schema": {SCHEMA}, "cases": {{"<node id>": {{"threshold": PCT, "cpu_threshold": PCT or "off"}}}}}}'
     if not isinstance(document, dict) or not isinstance(document.get("cases"), dict):
         raise ConfigError(f"{OPTION} {source}: expected a JSON object {form}")
     if document.get("schema") != SCHEMA:
@@ -68,7 +82,7 @@ def parse_case_thresholds(document: Any, source: str) -> CaseThresholds:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(KEYS)}")
         threshold, cpu = entry.get("threshold"), entry.get("cpu_threshold")
         cases[nodeid] = CaseThreshold(None if threshold is None else parse_threshold(threshold, f"{where}: threshold"),
-                                      None if cpu is None else parse_threshold(cpu, f"{where}: cpu_threshold"))
+                                      None if cpu is None else parse_cpu_threshold(cpu, f"{where}: cpu_threshold"))
     return CaseThresholds(source, cases)
 
 

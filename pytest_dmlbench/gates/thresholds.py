@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_dmlbench.config import parse_threshold
+from pytest_dmlbench.config import CPU_OFF, parse_cpu_threshold, parse_threshold
 from pytest_dmlbench.gates.figures import CPU_TIME_METRICS
 from pytest_dmlbench.results import CaseResult
 
@@ -37,9 +37,10 @@ class Thresholds:
         them (both gates)."""
         default = (self.default_pct if case.threshold_pct is None
                    else parse_threshold(case.threshold_pct, f"threshold of {case.nodeid}"))
-        cpu = (self.cpu_pct if case.cpu_threshold_pct is None
-               else parse_threshold(case.cpu_threshold_pct, f"cpu_threshold of {case.nodeid}"))
-        return Thresholds(default, cpu)
+        if case.cpu_threshold_pct is None:
+            return Thresholds(default, self.cpu_pct)
+        cpu = parse_cpu_threshold(case.cpu_threshold_pct, f"cpu_threshold of {case.nodeid}")
+        return Thresholds(default, None if cpu == CPU_OFF else float(cpu))
 
     @classmethod
     def of_case(cls, threshold: float | Thresholds) -> Thresholds:

@@ -40,7 +40,7 @@ class CaseFacts:
     backend: str
     threshold_pct: float | None
     scaling: Scaling | None = None
-    cpu_threshold_pct: float | None = None  # the marker's cpu_threshold= (None: the run's)
+    cpu_threshold_pct: float | str | None = None  # the marker's or file's ("off": unjudged; None: the run's)
 
 
 class LocalMetrics:

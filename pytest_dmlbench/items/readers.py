@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dmlbench.config import SCALING_ARG, DmlbenchConfig
+from pytest_dmlbench.config import SCALING_ARG, CpuThreshold, DmlbenchConfig
 from pytest_dmlbench.gates.gate import JudgedItem
 from pytest_dmlbench.items.case import callspec_params, records_in_process
 from pytest_dmlbench.items.case_results import CaseFacts, Scaling, params_of
@@ -18,7 +18,7 @@ from pytest_dmlbench.results import CaseResult
 
 
 def case_facts(item: pytest.Function, world_size: int, backend: str, threshold_pct: float | None,
-               cpu_threshold_pct: float | None = None) -> CaseFacts:
+               cpu_threshold_pct: CpuThreshold | None = None) -> CaseFacts:
     """The facts of ``item``'s case that its result records (its scaling family when ``scaling=True``); a
     threshold the marker left unset is the per-case thresholds file's where it lists the case."""
     settings = item.config.stash.get(CONFIG_KEY, None)

@@ -324,7 +324,7 @@ class CaseResult:
     verdicts: list[Verdict] = field(default_factory=list)
     threshold_pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    cpu_threshold_pct: float | None = None  # the case's own threshold for CPU time (None: the run's)
+    cpu_threshold_pct: float | str | None = None  # the case's own CPU-time threshold ("off": unjudged; None: the run's)
 
     def add(self, metric: MetricResult) -> None:
         self.metrics[metric.name] = metric

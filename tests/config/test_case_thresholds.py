@@ -1,6 +1,7 @@
 """The per-case thresholds file (``--dmlbench-case-thresholds``): read as written, every bad file refused with a
 message naming the file, the case and the fix. That a listed threshold reaches the verdict, below the
-marker's, is shown end to end in ``tests/gates/test_in_process_gate_marker.py``."""
+marker's, is shown end to end in ``tests/gates/test_in_process_gate_marker.py``; a file that lists none of the
+run's cases (written from another rootdir) is named in a warning."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dmlbench.config.case_thresholds import CaseThreshold, load_case_thresholds
+from pytest_dmlbench.config.case_thresholds import (
+    NO_CASE_THRESHOLDS,
+    CaseThreshold,
+    load_case_thresholds,
+    parse_case_thresholds,
+)
 from pytest_dmlbench.errors import ConfigError
 from tests.conftest import run_pytest, write_files
 
@@ -23,10 +29,11 @@ def _file(tmp_path: Path, document: object) -> Path:
 def test_listed_cases_get_their_thresholds_and_others_the_run_s(tmp_path: Path) -> None:
     path = _file(tmp_path, {"schema": 1, "cases": {
         "t.py::a": {"threshold": 7.5, "cpu_threshold": "2.5%", "measured": {"noise_pct": 3.1}},
-        "t.py::b": {"cpu_threshold": 4}}})
+        "t.py::b": {"cpu_threshold": 4}, "t.py::c": {"cpu_threshold": "off"}}})
     thresholds = load_case_thresholds(path)
     assert thresholds.of("t.py::a") == CaseThreshold(7.5, 2.5)
     assert thresholds.of("t.py::b") == CaseThreshold(None, 4.0)
+    assert thresholds.of("t.py::c") == CaseThreshold(None, "off")
     assert thresholds.of("t.py::unlisted") == CaseThreshold(None, None)
     assert thresholds.source == str(path)
 
@@ -61,3 +68,24 @@ def test_a_bad_file_stops_the_run_as_a_usage_error(tmp_path: Path) -> None:
     run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-case-thresholds", "thresholds.json")
     assert run.returncode == 4, run.output  # pytest's usage error, before any case runs
     run.lines.fnmatch_lines(["*--dmlbench-case-thresholds thresholds.json: test_x.py::test_x: threshold*"])
+
+
+def test_a_file_that_lists_none_of_the_run_s_cases_is_named() -> None:
+    thresholds = parse_case_thresholds({"schema": 1, "cases": {"sub/test_x.py::test_x": {"threshold": 5}}}, "t.json")
+    warning = thresholds.matches_none_of(["test_x.py::test_x", "test_x.py::test_y"], "/repo/sub")
+    assert warning is not None
+    assert "none of this run's 2 case(s) is among the 1 it lists" in warning
+    assert "'sub/test_x.py::test_x'" in warning and "'test_x.py::test_x'" in warning and "(/repo/sub)" in warning
+    # negative controls: one listed case among the run's, no file, no cases
+    assert thresholds.matches_none_of(["test_x.py::test_y", "sub/test_x.py::test_x"], "/repo") is None
+    assert NO_CASE_THRESHOLDS.matches_none_of(["test_x.py::test_x"], "/repo") is None
+    assert thresholds.matches_none_of([], "/repo") is None
+
+
+def test_the_run_warns_when_the_file_matches_none_of_its_cases(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_x.py": "def test_x():\n    pass\n",
+                             "thresholds.json": '{"schema": 1, "cases": {"sub/test_x.py::test_x": {"threshold": 5}}}'})
+    run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-case-thresholds=thresholds.json")
+    assert run.returncode == 0, run.output
+    run.lines.fnmatch_lines(["*CaseThresholdsWarning: --dmlbench-case-thresholds *thresholds.json: none of this "
+                             "run's 1 case(s) is among the 1 it lists*", "*1 passed, 1 warning*"])

@@ -86,6 +86,9 @@ def test_the_stored_gate_judges_cpu_time_only_at_a_cpu_threshold() -> None:
     current.cpu_threshold_pct = 8.0  # the marker's cpu_threshold= beats the run's
     own = {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1), Thresholds(10.0, 2.5))}
     assert own["cpu_time_s"].kind != "regression" and own["cpu_time_s"].threshold_pct == 8.0
+    current.cpu_threshold_pct = "off"  # a case's "off" leaves its CPU time unjudged at any run threshold
+    off = {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1), Thresholds(10.0, 2.5))}
+    assert "cpu_time_s" not in off and "step_time_s" in off
 
 
 def test_thresholds_name_the_figure_they_apply_to() -> None:
@@ -101,11 +104,12 @@ def test_a_bad_cpu_threshold_is_named_with_its_case() -> None:
                               save=False, compare=False, baseline_dir=Path("."), json_path=None,
                               fail_on_improvement=False)
     assert case_settings({"cpu_threshold": "3%"}, defaults, "t.py::a").cpu_threshold_pct == 3.0
-    with pytest.raises(ConfigError, match=r"t.py::b: cpu_threshold=.*percentage"):
+    assert case_settings({"cpu_threshold": "Off"}, defaults, "t.py::a").cpu_threshold_pct == "off"
+    with pytest.raises(ConfigError, match=r"t.py::b: cpu_threshold=.*percentage.*or off to leave CPU time unjudged"):
         case_settings({"cpu_threshold": "fast"}, defaults, "t.py::b")
 
 
-def _recording(path: Path, run_cpu: float | None) -> Path:
+def _recording(path: Path, run_cpu: float | str | None) -> Path:
     import json
 
     rng = random.Random(3)
@@ -132,3 +136,5 @@ def test_a_replay_judges_cpu_time_as_the_recorded_run_did(tmp_path: Path) -> Non
     # a run that did not judge CPU time is replayed without it, as the live gate would judge it
     unjudged = load_recorded([_recording(tmp_path / "unjudged.json", None)])["t.py::test_step"]
     assert unjudged.cpu_threshold_pct is None and "cpu_time_s" not in unjudged.figures
+    turned_off = load_recorded([_recording(tmp_path / "off.json", "off")])["t.py::test_step"]
+    assert turned_off.cpu_threshold_pct is None and "cpu_time_s" not in turned_off.figures

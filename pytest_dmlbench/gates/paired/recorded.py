@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dmlbench.config import CPU_OFF
 from pytest_dmlbench.gates.figures import CPU_TIME_METRICS, is_single_reading
 from pytest_dmlbench.gates.paired.pairs import BlockPair, ListSource
 from pytest_dmlbench.results import Direction
@@ -86,6 +87,7 @@ def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
             stages = paired.get("block_medians") or []
             # CPU time is replayed only where the recorded run judged it, at the threshold it judged it at
             cpu_threshold = case.get("cpu_threshold_pct") or (document.get("run") or {}).get("cpu_threshold_pct")
+            cpu_threshold = None if cpu_threshold == CPU_OFF else cpu_threshold  # a case that turned it off
             figures = {name: (m["unit"], m["better"]) for name, m in case.get("metrics", {}).items()
                        if m.get("better") in ("higher", "lower")
                        and (name not in CPU_TIME_METRICS or cpu_threshold is not None)
