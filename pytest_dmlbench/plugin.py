@@ -128,9 +128,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("--dmlbench-run-alpha", "dmlbench_run_alpha", {"metavar": "P"},
      f"with --dmlbench-against: the chance that a run with nothing changed turns red, split over its cases "
      f"and their distinct tests, figures that are one reading counted once (default {DEFAULT_RUN_ALPHA:g})"),
-    ("--dmlbench-canary", "dmlbench_canary", {"metavar": "{on,off}"},
+    ("--dmlbench-canary", "dmlbench_canary", {"metavar": "{on,off,during}"},
      "with --dmlbench-against: on adjusts every block pair for the machine's speed, read by a fixed canary "
-     f"timed beside each block; off records the canary in the results only (default {DEFAULT_CANARY})"),
+     "timed beside each block; during reads it during each block (a thread at a tenth of a core) and adjusts; "
+     f"off records the canary read beside each block in the results only (default {DEFAULT_CANARY})"),
     ("--dmlbench-futility", "dmlbench_futility", {"metavar": "{on,off}"},
      "with --dmlbench-against: on ends a case's first stage of block pairs once every figure still unclear reads "
      "within the threshold and could not be clear by the cap of pairs at its measured noise (fewer pairs, a "

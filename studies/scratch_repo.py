@@ -36,11 +36,20 @@ def commits_of(repo: Path, versions: dict[str, dict[str, str]]) -> dict[str, str
     return commits
 
 
-def pytest_run(repo: Path, args: list[str], timeout: float = 7200) -> tuple[float, int, str]:
-    """``python -m pytest -q ARGS`` in ``repo`` (no ``PYTEST_*`` variables of an outer run): wall seconds,
-    exit code and output."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+def pytest_run(repo: Path, args: list[str], timeout: float = 7200, **extra_env: str) -> tuple[float, int, str]:
+    """``python -m pytest -q ARGS`` in ``repo`` (no ``PYTEST_*`` variables of an outer run, ``extra_env`` set):
+    wall seconds, exit code and output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | extra_env
     begin = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=repo,
                           capture_output=True, text=True, env=env, timeout=timeout)
     return time.monotonic() - begin, done.returncode, done.stdout + done.stderr
+
+
+def comment_only_clone(source: Path, folder: Path) -> str:
+    """A clone of ``source``'s HEAD in ``folder`` with one commit on top that adds a text file and changes no
+    code (an A/A pair: ``HEAD`` against the returned ``HEAD~1`` runs the same code); the parent's hash."""
+    subprocess.run(["git", "clone", "-q", str(source), str(folder)], check=True, capture_output=True)
+    (folder / "A_A_CHANGE.txt").write_text("a change that is no code, for an A/A comparison\n")
+    commit_all(folder, "a change that is no code, for an A/A comparison")
+    return git(folder, "rev-parse", "HEAD~1")

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "gloo", "nccl")
 ISOLATIONS = ("persistent", "fresh")
 LAUNCHERS = ("fork", "ray", "simulated")
-CANARY_MODES = ("on", "off")
+CANARY_MODES = ("on", "off", "during")
 FUTILITY_MODES = ("on", "off")
 STRICT_MODES = ("on", "off")
 InconclusiveScope = Literal["none", "untestable", "all"]
@@ -165,9 +165,10 @@ def parse_run_alpha(value: Any, source: str = "--dmlbench-run-alpha") -> float:
     return number
 
 
-def parse_canary(value: Any, source: str = "--dmlbench-canary") -> bool:
-    """on (adjust block pairs for the machine's phase read by the canary) or off (record it only)."""
-    return _choice(value, CANARY_MODES, "a canary mode", source) == "on"
+def parse_canary(value: Any, source: str = "--dmlbench-canary") -> str:
+    """on (adjust block pairs for the machine's phase, read by the canary beside each block), during (read
+    during each block, and adjust) or off (read beside each block, recorded only)."""
+    return _choice(value, CANARY_MODES, "a canary mode", source)
 
 
 def parse_futility(value: Any, source: str = "--dmlbench-futility") -> bool:
@@ -208,7 +209,8 @@ class DmlbenchConfig:
     fail_on_inconclusive: InconclusiveScope = "none"  # which inconclusive verdicts fail their item
     pair_budget_s: float = DEFAULT_PAIR_BUDGET_S  # paired gate: seconds of block pairs per case
     run_alpha: float = DEFAULT_RUN_ALPHA  # paired gate: the run's chance of a red for nothing (gates/run_level.py)
-    canary_adjust: bool = DEFAULT_CANARY == "on"  # paired gate: adjust pairs for the canary's machine phase
+    canary_adjust: bool = DEFAULT_CANARY != "off"  # paired gate: adjust pairs for the canary's machine phase
+    canary_during: bool = DEFAULT_CANARY == "during"  # paired gate: read the canary during blocks, not beside
     futility: bool = DEFAULT_FUTILITY == "on"  # paired gate: end first stages that could not settle by the cap
     pin_cores: bool = False  # forked ranks pinned to one core each, rank r of every world on the same core
     block_seconds: float = DEFAULT_BLOCK_SECONDS  # paired gate: measured time one block aims at
@@ -339,7 +341,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     launcher = _value(config, "dmlbench_launcher")
     budget = _value(config, "dmlbench_pair_budget")
     run_alpha = _value(config, "dmlbench_run_alpha")
-    canary = _value(config, "dmlbench_canary")
+    canary_mode = parse_canary(DEFAULT_CANARY if (canary := _value(config, "dmlbench_canary")) is None else canary)
     futility = _value(config, "dmlbench_futility")
     strict = _value(config, "dmlbench_strict")
     block_seconds = _value(config, "dmlbench_block_seconds")
@@ -389,7 +391,8 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         pair_budget_s=(DEFAULT_PAIR_BUDGET_S if budget is None
                        else parse_positive_seconds(budget, "--dmlbench-pair-budget")),
         run_alpha=DEFAULT_RUN_ALPHA if run_alpha is None else parse_run_alpha(run_alpha),
-        canary_adjust=parse_canary(DEFAULT_CANARY if canary is None else canary),
+        canary_adjust=canary_mode != "off",
+        canary_during=canary_mode == "during",
         futility=parse_futility(DEFAULT_FUTILITY if futility is None else futility),
         pin_cores=pin_cores,
         block_seconds=(DEFAULT_BLOCK_SECONDS if block_seconds is None

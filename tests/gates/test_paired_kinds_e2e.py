@@ -280,4 +280,5 @@ def test_a_bad_canary_mode_is_a_usage_error(tmp_path: Path) -> None:
     write_files(tmp_path, **{"test_x.py": "def test_x():\n    pass\n"})
     run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-canary", "sometimes")
     assert run.returncode == 4, run.output
-    run.lines.fnmatch_lines(["ERROR: --dmlbench-canary: 'sometimes' is not a canary mode; choose one of on, off"])
+    run.lines.fnmatch_lines(["ERROR: --dmlbench-canary: 'sometimes' is not a canary mode; "
+                             "choose one of on, off, during"])

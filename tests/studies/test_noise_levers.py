@@ -62,10 +62,41 @@ def test_a_saved_run_is_summarized_per_setting(tmp_path: Path, capsys: pytest.Ca
     done = run_study(noise_levers.main, capsys, "--summarize", str(saved))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "world size 4, base: 1 sessions, 1 stages, per-pair noise median 4.00 %, 0.25 s a pair, noise per second of "
-        "pairs 2.00; 1 stages of 8+ pairs: plain 4.00 %, canary-adjusted 3.00 %, order-adjusted 4.00 %",
-        "world size 4, pinned: 1 sessions, 2 stages, per-pair noise median 5.00 %, 0.25 s a pair, noise per second "
-        "of pairs 2.50; 1 stages of 8+ pairs: plain 4.00 %, canary-adjusted 3.00 %, order-adjusted 4.00 %"]
+        "world size 4, step_time_s, base: 1 sessions, 1 stages, per-pair noise median 4.00 %, 0.25 s a pair, "
+        "noise per second of pairs 2.00; 1 stages of 8+ pairs: plain 4.00 %, canary-adjusted 3.00 %, "
+        "order-adjusted 4.00 %",
+        "world size 4, step_time_s, pinned: 1 sessions, 2 stages, per-pair noise median 5.00 %, 0.25 s a pair, "
+        "noise per second of pairs 2.50; 1 stages of 8+ pairs: plain 4.00 %, canary-adjusted 3.00 %, "
+        "order-adjusted 4.00 %"]
+
+
+def test_every_figure_asked_for_is_estimated_per_stage() -> None:
+    document = _document(order_effect=0.0)
+    stage = document["cases"][0]["extra"]["paired"]["block_medians"][0]
+    stage["a"]["cpu_time_s"] = [x * 0.4 for x in stage["a"]["step_time_s"]]
+    stage["b"]["cpu_time_s"] = [x * 0.4 for x in stage["b"]["step_time_s"]]
+    rows = stage_noise(document, ("step_time_s", "cpu_time_s", "epoch_time_s"))
+    assert [(r["metric"], r["nodeid"]) for r in rows] == [("step_time_s", "t.py::test_x"),
+                                                         ("cpu_time_s", "t.py::test_x")]
+    assert rows[0]["plain"] == pytest.approx(rows[1]["plain"])  # the same ratios, scaled
+
+
+def test_the_shipped_cases_need_a_selection(capsys: pytest.CaptureFixture[str]) -> None:
+    done = run_study(noise_levers.main, capsys, "--shipped")
+    assert done.returncode == 2 and "--shipped needs -k EXPR" in done.stderr
+
+
+def test_a_comment_only_clone_runs_the_same_code_as_its_parent(tmp_path: Path) -> None:
+    from studies.scratch_repo import comment_only_clone, commits_of, git
+
+    source = tmp_path / "source"
+    source.mkdir()
+    commits_of(source, {"first": {"lib.py": "X = 1\n"}, "second": {"lib.py": "X = 2\n"}})
+    parent = comment_only_clone(source, tmp_path / "clone")
+    assert parent == git(source, "rev-parse", "HEAD")
+    changed = git(tmp_path / "clone", "diff", "--name-only", parent, "HEAD").split()
+    assert changed == ["A_A_CHANGE.txt"]  # no code between the two sides
+    assert (tmp_path / "clone" / "lib.py").read_text() == "X = 2\n"
 
 
 @pytest.mark.slow

@@ -173,6 +173,7 @@ class PairedGate:
             "block_iterations": plan.iterations, "block_warmup": self.settings.block_warmup,
             "redraw_worlds": self.trial.redraw_every, "mmap_threshold": self.settings.mmap_threshold,
             "rank_allocator": self.settings.rank_allocator,
+            "canary": "during" if self.settings.canary_during else "beside",
             "pairs_per_stage": judgement.stages, "notes": judgement.notes,
             "seconds": judgement.seconds, "budget_s": judgement.budget_s, "budget_spent": judgement.budget_spent,
             "block_medians": judgement.block_medians,
@@ -215,8 +216,8 @@ class PairedGate:
             judgement.notes.append(self.kept_worlds_note)
         # the warm-ups, discarded, tell which figures B records (a case starts on fresh worlds when they are redrawn)
         ref_units = self.servers.warm_up(item, plan, fresh_world=self.trial.redraw_every > 0)
-        verdicts = self.trial.judge_case(item, directed, ref_units, thresholds, LiveSource(self.servers, item, plan),
-                                         judgement, begin)
+        source = LiveSource(self.servers, item, plan, canary_during=self.settings.canary_during)
+        verdicts = self.trial.judge_case(item, directed, ref_units, thresholds, source, judgement, begin)
         judgement.verdicts = verdicts
         # a regression of a figure tested on pairs (single readings are compared directly) is explained
         if any(v.kind == "regression" and not is_single_reading(v.metric) for v in verdicts):

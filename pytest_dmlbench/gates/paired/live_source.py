@@ -1,5 +1,5 @@
 """Block pairs measured live: one block of the working tree's case (A's block server) and one of REF's (B's),
-in an order drawn at random for each pair, with the canary read beside each block.
+in an order drawn at random for each pair, with the canary read beside (or during) each block.
 
 The messages to both servers are :mod:`.protocol`'s, unchanged; an answer's figures become a
 :class:`~pytest_dmlbench.gates.paired.pairs.BlockPair` here, at the edge of the wire.
@@ -18,7 +18,7 @@ from pytest_dmlbench.gates.paired.client import RefProcess
 from pytest_dmlbench.gates.paired.pairs import BlockPair, Readings
 from pytest_dmlbench.gates.paired.plan import BlockPlan, case_key
 from pytest_dmlbench.gates.paired.protocol import BlockAnswer
-from pytest_dmlbench.measure.canary import bracket, read_canary
+from pytest_dmlbench.measure.canary import CanaryDuring, bracket, read_canary
 
 
 class BlockFailed(Exception):
@@ -102,14 +102,15 @@ class BlockServers:
 class LiveSource:
     """A case's block pairs from the two block servers; its clock is the monotonic one."""
 
-    def __init__(self, servers: BlockServers, item: JudgedItem, plan: BlockPlan) -> None:
+    def __init__(self, servers: BlockServers, item: JudgedItem, plan: BlockPlan, canary_during: bool = False) -> None:
         self.servers, self.item, self.plan = servers, item, plan
+        self.canary_during = canary_during  # read the canary during each block, not beside it
 
     def pair(self, fresh_world: bool, confirming: bool) -> BlockPair:
         servers, item, plan = self.servers, self.item, self.plan
         a_first = servers.rng.random() < 0.5
-        own = _beside_canary(lambda: servers.own_answer(item, plan, fresh_world=fresh_world))
-        ref = _beside_canary(lambda: servers.ref_answer(item, plan, fresh_world=fresh_world))
+        own = _with_canary(lambda: servers.own_answer(item, plan, fresh_world=fresh_world), self.canary_during)
+        ref = _with_canary(lambda: servers.ref_answer(item, plan, fresh_world=fresh_world), self.canary_during)
         if a_first:
             (a, canary_a), (b, canary_b) = own(), ref()
         else:
@@ -120,9 +121,14 @@ class LiveSource:
         return time.monotonic()
 
 
-def _beside_canary(block: Callable[[], BlockAnswer]) -> Callable[[], tuple[BlockAnswer, float]]:
-    """A block to run: its answer, and the canary read just before and just after it (``measure/canary.py``)."""
+def _with_canary(block: Callable[[], BlockAnswer], during: bool) -> Callable[[], tuple[BlockAnswer, float]]:
+    """A block to run: its answer, and the canary read just before and just after it, or during it
+    (``measure/canary.py``)."""
     def run() -> tuple[BlockAnswer, float]:
+        if during:
+            with CanaryDuring() as canary:
+                answer = block()
+            return answer, canary.reading()
         before = read_canary()
         answer = block()
         return answer, bracket(before, read_canary())

@@ -66,18 +66,29 @@ def test_a_bad_block_option_stops_the_run_before_any_world_starts(tmp_path: Path
 
 
 def test_every_block_times_the_rounds_the_options_ask_for(tmp_path: Path) -> None:
-    """Blocks of 0.15 s of a 10 ms step with no warm-up call the step 15 times each: were the options not
-    carried to the block servers, blocks would be 20 rounds plus 2 of warm-up (the ordinary calibration run
-    calls it 12 times, 10 rounds after 2 of warm-up; A's warm-up block 5)."""
+    """Blocks of 0.15 s with no warm-up call the step the rounds the ordinary run's step times ask for at 0.15 s
+    (15 for 10 ms), with no warm-up calls: were the options not carried to the block servers, blocks would be
+    the rounds for 0.2 s plus 2 of warm-up (the ordinary calibration run calls it 12 times, 10 rounds after 2 of
+    warm-up; A's warm-up block 5). The rounds follow the measured step, which a loaded machine stretches past
+    the sleep's 10 ms. The canary is read during each block (``--dmlbench-canary during``)."""
     repo = make_repo(tmp_path / "repo", **{"test_counted.py": COUNTED_CASE})
     results = tmp_path / "results.json"
     run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-block-seconds", "0.15",
-                     "--dmlbench-block-warmup", "0", "--dmlbench-json", str(results), timeout=600)
+                     "--dmlbench-block-warmup", "0", "--dmlbench-canary", "during", "--dmlbench-json", str(results),
+                     timeout=600)
     assert run.returncode == 0, run.output[-3000:]
-    paired = json.loads(results.read_text())["cases"][0]["extra"]["paired"]
+    case = json.loads(results.read_text())["cases"][0]
+    paired = case["extra"]["paired"]
     assert paired["block_warmup"] == 0
-    assert paired["block_iterations"] == 1 and 13 <= paired["block_rounds"] <= 15
+    steps = case["metrics"]["step_time_s"]["samples"]
+    asked, default = BlockPlan.for_step(steps, target_s=0.15), BlockPlan.for_step(steps)
+    assert (paired["block_iterations"], paired["block_rounds"]) == (asked.iterations, asked.rounds), steps
+    assert asked.rounds < default.rounds  # negative control: the default length would ask for more rounds
     bodies = Counter(int(line) for line in (repo / "calls.txt").read_text().split())
     pairs = sum(paired["pairs_per_stage"])
     assert bodies[paired["block_rounds"]] >= pairs, bodies  # A's blocks: rounds, no warm-up calls
     assert bodies[paired["block_rounds"] + 2] == 0, bodies
+    assert paired["canary"] == "during"
+    for stage in paired["block_medians"]:  # a canary read during every block of either side
+        canaries = [*stage["canary"]["a"], *stage["canary"]["b"]]
+        assert len(canaries) == 2 * len(stage["a_first"]) and all(0.0 < c < 1.0 for c in canaries), stage["canary"]

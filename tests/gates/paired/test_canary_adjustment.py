@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import random
 import re
+import statistics
+import time
 
 import pytest
 
@@ -14,7 +16,7 @@ from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.paired.canary_adjustment import MIN_ADJUSTED_PAIRS, adjusted_estimate, canary_logs
 from pytest_dmlbench.gates.paired.stage import Stage
 from pytest_dmlbench.gates.paired.statistics import estimate, judge
-from pytest_dmlbench.measure.canary import bracket, read_canary
+from pytest_dmlbench.measure.canary import CANARY_ITERATIONS, CanaryDuring, bracket, read_canary
 from pytest_dmlbench.measure.clock import ManualClock, use_clock
 
 ALPHA = 0.01
@@ -124,8 +126,23 @@ def test_the_canary_reads_the_measurement_clock() -> None:
         read_canary(0)
 
 
+def test_the_canary_during_a_block_reads_slices_until_the_block_ends() -> None:
+    with CanaryDuring(iterations=600) as canary:
+        time.sleep(0.05)  # the block: this thread waits, as A's process waits for a block server
+    assert canary.slices and not canary._thread.is_alive()
+    assert canary.reading() == statistics.median(canary.slices) * CANARY_ITERATIONS / 600
+    settled = len(canary.slices)
+    time.sleep(0.01)
+    assert len(canary.slices) == settled  # nothing read after the block
+    with use_clock(ManualClock(5.0)), CanaryDuring() as frozen:  # a clock that does not move: no reading
+        time.sleep(0.01)
+    assert math.isnan(frozen.reading())
+    with pytest.raises(ValueError, match="duty in"):
+        CanaryDuring(duty=0.0)
+
+
 def test_a_bad_canary_mode_names_the_choices() -> None:
-    assert parse_canary(" ON ") is True and parse_canary("off") is False
+    assert (parse_canary(" ON "), parse_canary("off"), parse_canary("During")) == ("on", "off", "during")
     with pytest.raises(ConfigError, match=re.escape("--dmlbench-canary: 'maybe' is not a canary mode; choose one "
-                                                    "of on, off")):
+                                                    "of on, off, during")):
         parse_canary("maybe")
