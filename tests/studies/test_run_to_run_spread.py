@@ -21,5 +21,6 @@ def test_two_sessions_of_one_case(capsys: pytest.CaptureFixture[str]) -> None:
     done = run_study(run_to_run_spread.main, capsys, "--repeats", "2", "--world-size", "2",
                      "bench_cases/test_collectives.py::test_collective_bandwidth[all_reduce-4KB]")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("step_time_s:")
     [row] = [line for line in done.stdout.splitlines() if line.startswith("test_collective_bandwidth")]
     assert row.split()[1] == "2" and row.endswith("%")
