@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="run this repository's bench_cases selected by -k, not the live check's cases")
     parser.add_argument("-k", dest="select", metavar="EXPR", help="with --shipped: the cases (pytest's -k)")
     parser.add_argument("--metrics", nargs="+", default=[METRIC], help="the figures whose noise is summarised")
+    parser.add_argument("--pair-budget", type=float, metavar="S",
+                        help="seconds of block pairs per case (--dmlbench-pair-budget; default: the plugin's)")
     args = parser.parse_args(argv)
     if args.summarize is not None:
         summarize(json.loads(args.summarize.read_text()))
@@ -170,6 +172,7 @@ def main(argv: list[str] | None = None) -> None:
             commits = build_repo(repo, args.cases, 0.0)
             git(repo, "checkout", "-q", commits["aa"])
             base, selection = commits["base"], []
+        budget = [] if args.pair_budget is None else ["--dmlbench-pair-budget", f"{args.pair_budget:g}"]
         for ws in args.world_sizes:
             sessions: list[dict[str, Any]] = []
             report["world_sizes"][str(ws)] = sessions
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
                     out = tmp / f"ws{ws}-{index}-{setting}.json"
                     command = ["--dmlbench", "--world-size", str(ws), "--dmlbench-against", base,
                                "--dmlbench-threshold", f"{args.threshold:g}", "--dmlbench-json", str(out),
-                               *selection, *SETTINGS[setting]]
+                               *selection, *SETTINGS[setting], *budget]
                     wall, rc, text = pytest_run(repo, command, 7200, **env)
                     if not out.exists():
                         raise SystemExit(f"session {setting} wrote no results (exit {rc}):\n{text[-3000:]}")
