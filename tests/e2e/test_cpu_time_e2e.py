@@ -35,3 +35,14 @@ def test_a_bad_cpu_threshold_is_refused_before_the_run(tmp_path: Path) -> None:
     result = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-cpu-threshold", "fast")
     assert result.returncode != 0
     assert "--dmlbench-cpu-threshold: 'fast' is not a percentage" in result.output
+
+
+def test_off_leaves_cpu_time_recorded_and_unjudged_for_the_run(tmp_path: Path) -> None:
+    write_files(tmp_path, **{"test_x.py": CASES})
+    for given, recorded in (("off", None), ("3%", 3.0)):  # the number is the negative control
+        result = run_pytest(tmp_path, "--dmlbench", "--world-size", "2", "--dmlbench-json", "r.json",
+                            "--dmlbench-no-compare", "--dmlbench-cpu-threshold", given)
+        assert result.returncode == 0, result.output
+        document = json.loads((tmp_path / "r.json").read_text())
+        assert document["run"]["cpu_threshold_pct"] == recorded
+        assert "cpu_time_s" in document["cases"][0]["metrics"]  # recorded either way
