@@ -50,7 +50,7 @@ def test_thresholds_follow_each_case_s_noise_and_the_file_is_readable(
     quiet, noisy, offset = (thresholds.of(f"t.py::{name}") for name in ("quiet", "noisy", "offset"))
     # 1 % a pair settles at the wall grid's smallest, and CPU time (0.5 % a block) below the default 2.5 %
     assert quiet.threshold_pct == 2.5, printed
-    assert quiet.cpu_threshold_pct is not None and quiet.cpu_threshold_pct <= 1.5, printed
+    assert isinstance(quiet.cpu_threshold_pct, float) and quiet.cpu_threshold_pct <= 1.5, printed
     assert noisy.threshold_pct is not None and noisy.threshold_pct >= 10, printed  # 12 % a pair
     assert noisy.cpu_threshold_pct is None  # no CPU time recorded, none written
     # an offset between the sides is not noise: no threshold it exceeds can prove it unchanged
@@ -83,4 +83,4 @@ def test_runs_recorded_before_a_figure_are_left_out_so_it_can_settle(
                                  "--whole-nights", "1", "--jobs", "1", "--out", str(out)]) == 0
     assert "left out: 1 recorded run(s) of a case that lack one of its figures" in capsys.readouterr().out
     quiet = load_case_thresholds(out).of("t.py::quiet")
-    assert quiet.cpu_threshold_pct is not None and quiet.cpu_threshold_pct <= 1.5  # settled on the new night's pairs
+    assert isinstance(quiet.cpu_threshold_pct, float) and quiet.cpu_threshold_pct <= 1.5  # settled on the new pairs
