@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from studies.scratch_repo import git
+from studies.scratch_repo import aa_clone
 from studies.server_offset import BOOTSTRAP, halves, shared_offset
 
 FIGURE = "step_time_s"
@@ -130,15 +130,6 @@ def summarize(paths: list[Path], seed: int = 0, control_groups: int = 2) -> list
                 lines.append(f"  control, consecutive pairs of one kept world in groups of {control_groups} "
                              f"({len(control)} cases): spread {spread:.2f} % (95 % upper bound {upper:.2f} %)")
     return lines
-
-
-def aa_clone(source: Path, folder: Path) -> Path:
-    """A clone of ``source``'s HEAD with a comment-only commit on top: HEAD~1 is the same code."""
-    git(folder.parent, "clone", "-q", str(source), str(folder))
-    conftest = folder / "bench_cases" / "__init__.py"
-    conftest.write_text(conftest.read_text() + "\n# A/A: a comment-only change\n")
-    git(folder, "commit", "-q", "-am", "A/A: a comment-only change")
-    return folder
 
 
 def run_session(clone: Path, select: list[str], redraw: int, threshold: float, budget: float,

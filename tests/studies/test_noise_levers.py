@@ -86,17 +86,20 @@ def test_the_shipped_cases_need_a_selection(capsys: pytest.CaptureFixture[str]) 
     assert done.returncode == 2 and "--shipped needs -k EXPR" in done.stderr
 
 
-def test_a_comment_only_clone_runs_the_same_code_as_its_parent(tmp_path: Path) -> None:
-    from studies.scratch_repo import comment_only_clone, commits_of, git
+def test_an_aa_clone_runs_the_same_code_as_its_parent(tmp_path: Path) -> None:
+    from studies.scratch_repo import aa_clone, commits_of, git
 
     source = tmp_path / "source"
-    source.mkdir()
-    commits_of(source, {"first": {"lib.py": "X = 1\n"}, "second": {"lib.py": "X = 2\n"}})
-    parent = comment_only_clone(source, tmp_path / "clone")
-    assert parent == git(source, "rev-parse", "HEAD")
-    changed = git(tmp_path / "clone", "diff", "--name-only", parent, "HEAD").split()
-    assert changed == ["A_A_CHANGE.txt"]  # no code between the two sides
-    assert (tmp_path / "clone" / "lib.py").read_text() == "X = 2\n"
+    (source / "bench_cases").mkdir(parents=True)
+    commits_of(source, {"first": {"lib.py": "X = 1\n", "bench_cases/__init__.py": ""},
+                        "second": {"lib.py": "X = 2\n"}})
+    clone = aa_clone(source, tmp_path / "clone")
+    assert git(clone, "rev-parse", "HEAD~1") == git(source, "rev-parse", "HEAD")
+    changed = git(clone, "diff", "HEAD~1", "HEAD").splitlines()
+    # one added comment line, in a file of no code: the two sides run the same code
+    assert [line for line in changed if line[:1] in "+-" and line[:3] not in ("+++", "---")] == [
+        "+", "+# A/A: a comment-only change"]
+    assert (clone / "lib.py").read_text() == "X = 2\n"
 
 
 @pytest.mark.slow
