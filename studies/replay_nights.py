@@ -15,6 +15,7 @@ once with pairs resampled from the recordings (moving blocks of consecutive pair
   *other* case turned red beside it.
 
     python -m studies.replay_nights night*.json.gz --nights 0 --inject-into test_collectives.py --slowdowns 10,20,30
+    python -m studies.replay_nights night.json --cpu-threshold 10     # CPU time judged at 10 % (or: off)
 """
 
 from __future__ import annotations
@@ -27,11 +28,23 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from pytest_dmlbench.config import DEFAULT_RUN_ALPHA
+from pytest_dmlbench.config import DEFAULT_RUN_ALPHA, CpuThreshold, parse_cpu_threshold
+from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.gates.figures import SINGLE_READING_METRICS
 from pytest_dmlbench.gates.paired.recorded import RecordedCase, load_recorded
 from pytest_dmlbench.gates.paired.statistics import SequentialRule
 from pytest_dmlbench.gates.replay import recorded_pair_seconds, replay_night
+
+
+def _cpu_threshold(text: str) -> CpuThreshold:
+    try:
+        return parse_cpu_threshold(text, "--cpu-threshold")
+    except ConfigError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
+
+
+def _shown(threshold: CpuThreshold) -> str:
+    return threshold if isinstance(threshold, str) else f"{threshold:g} %"
 
 
 def _percent(part: int, whole: int) -> str:
@@ -50,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, default=None,
                         help="percent: replay under this run threshold instead of the recorded one (marker "
                         "thresholds stay)")
+    parser.add_argument("--cpu-threshold", type=_cpu_threshold, default=None,
+                        help="percent, or off: replay CPU time (cpu_time_s) under this run CPU threshold instead "
+                        "of the recorded one, from the CPU pairs a run recorded where it judged CPU time")
     parser.add_argument("--canary", choices=("on", "off"), default="off",
                         help="adjust the pairs for the recorded canary (--dmlbench-canary); pairs recorded "
                         "without one are not adjusted")
@@ -69,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     adjust = args.canary == "on"
     rule = SequentialRule(futility=args.futility == "on")
     try:
-        recorded = load_recorded(args.results, run_threshold_pct=args.threshold)
+        recorded = load_recorded(args.results, run_threshold_pct=args.threshold, run_cpu_threshold=args.cpu_threshold)
     except ValueError as exc:
         print(f"replay_nights: {exc}", file=sys.stderr)
         return 2
@@ -83,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
           f"runs a case, {statistics.median(c.pairs for c in cases):g} pairs a case at the median); "
           f"run alpha {args.run_alpha:g}, blocks of {args.block} pairs"
           + (f", run threshold {args.threshold:g} %" if args.threshold is not None else "")
+          + (f", CPU threshold {_shown(args.cpu_threshold)}" if args.cpu_threshold is not None else "")
           + f", canary adjustment {args.canary}, futility stop {args.futility}"
           + (", confirmed at the two-stage level" if args.two_stage else ""))
     begin = time.monotonic()

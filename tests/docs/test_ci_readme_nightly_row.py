@@ -36,4 +36,4 @@ def test_the_nightly_row_states_the_script_s_defaults() -> None:
     stale = ("| `nightly.sh [RESULTS] [JUNIT] [REPORT_DIR]` | ... --dmlbench-threshold 5 --dmlbench-futility on "
              "--dmlbench-rank-allocator tcmalloc ... |")
     assert row_problems(stale, defaults) == ["--dmlbench-threshold 10 is what nightly.sh runs with",
-                                             "--dmlbench-cpu-threshold 2.5 is what nightly.sh runs with"]
+                                             "--dmlbench-cpu-threshold 10 is what nightly.sh runs with"]

@@ -138,3 +138,22 @@ def test_a_replay_judges_cpu_time_as_the_recorded_run_did(tmp_path: Path) -> Non
     assert unjudged.cpu_threshold_pct is None and "cpu_time_s" not in unjudged.figures
     turned_off = load_recorded([_recording(tmp_path / "off.json", "off")])["t.py::test_step"]
     assert turned_off.cpu_threshold_pct is None and "cpu_time_s" not in turned_off.figures
+
+
+def test_a_replay_can_judge_recorded_cpu_pairs_at_another_run_cpu_threshold(tmp_path: Path) -> None:
+    import json
+
+    from pytest_dmlbench.gates.paired.recorded import load_recorded
+
+    recorded = _recording(tmp_path / "judged.json", 2.5)
+    assert load_recorded([recorded], run_cpu_threshold=10.0)["t.py::test_step"].cpu_threshold_pct == 10.0
+    turned_off = load_recorded([recorded], run_cpu_threshold="off")["t.py::test_step"]
+    assert turned_off.cpu_threshold_pct is None and "cpu_time_s" not in turned_off.figures
+    # without one, the recorded run's threshold (the negative control of the two above) ...
+    assert load_recorded([recorded])["t.py::test_step"].cpu_threshold_pct == 2.5
+    # ... and a case's own CPU threshold stays, as a case's marker threshold does under --threshold
+    document = json.loads(recorded.read_text())
+    document["cases"][0]["cpu_threshold_pct"] = 5.0
+    recorded.write_text(json.dumps(document))
+    for run_cpu in (10.0, "off"):
+        assert load_recorded([recorded], run_cpu_threshold=run_cpu)["t.py::test_step"].cpu_threshold_pct == 5.0

@@ -40,3 +40,28 @@ def test_a_replay_reports_the_settled_share_and_names_what_old_recordings_lack(
     assert "peak_rss_mb" not in out.split("not in these recordings:")[-1].split("\n")[0]  # recorded, so replayed
     # a memory peak on kept worlds is never proven within 10 %: the settled share shows it
     assert "settled share of the judged figures: median 50.0 %" in out
+
+
+def test_a_replay_under_another_cpu_threshold_judges_the_recorded_cpu_pairs_or_leaves_them_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    night = json.loads(_night(tmp_path / "n.json", memory=False).read_text())
+    night["run"]["cpu_threshold_pct"] = 2.5
+    for case in night["cases"]:
+        case["metrics"]["cpu_time_s"] = {"unit": "s", "better": "lower"}
+        stage = case["extra"]["paired"]["block_medians"][0]
+        # CPU time 20 % noisier than 2.5 allows: unproven at 2.5 %, proven at 50 %
+        stage["a"]["cpu_time_s"] = [0.004 * (1 + 0.2 * (i % 2)) for i in range(12)]
+        stage["b"]["cpu_time_s"] = [0.004 * (1 + 0.2 * ((i + 1) % 2)) for i in range(12)]
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(night))
+    shares = {}
+    for cpu in (None, "50", "off"):
+        assert replay_nights.main([str(path), "--nights", "2", "--slowdowns", "",
+                                   *(("--cpu-threshold", cpu) if cpu else ())]) == 0
+        out = capsys.readouterr().out
+        shares[cpu] = out.split("settled share of the judged figures: median ")[1].split(" %")[0]
+        assert (f"CPU threshold {cpu}" in out) == (cpu is not None)
+    assert shares == {None: "50.0", "50": "100.0", "off": "100.0"}  # at the recorded 2.5 %, CPU time is unsettled
+    with pytest.raises(SystemExit):
+        replay_nights.main([str(path), "--cpu-threshold", "fast"])
+    assert "or off to leave CPU time unjudged" in capsys.readouterr().err

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dmlbench.config import CPU_OFF
+from pytest_dmlbench.config import CPU_OFF, CpuThreshold
 from pytest_dmlbench.gates.figures import CPU_TIME_METRICS, is_single_reading
 from pytest_dmlbench.gates.paired.pairs import BlockPair, ListSource
 from pytest_dmlbench.results import Direction
@@ -68,11 +68,14 @@ def _pairs_of(stages: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list
 
 
 def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
-                  run_threshold_pct: float | None = None) -> dict[str, RecordedCase]:
+                  run_threshold_pct: float | None = None,
+                  run_cpu_threshold: CpuThreshold | None = None) -> dict[str, RecordedCase]:
     """Every case with recorded block pairs in the results files ``paths`` (paired runs; ``.gz`` ones are read
     through gzip, as the recordings kept in ``studies/recordings/`` are), pooled by node id.
-    ``run_threshold_pct`` replays under another run threshold (``--dmlbench-threshold``) than each file's own;
-    a case's marker threshold stays. ValueError names a file that is not a paired run's results."""
+    ``run_threshold_pct`` replays under another run threshold (``--dmlbench-threshold``) than each file's own,
+    and ``run_cpu_threshold`` under another run CPU threshold (a percentage, or ``"off"``), for the CPU pairs a
+    run recorded (it records them where it judged CPU time); a case's marker threshold stays. ValueError names
+    a file that is not a paired run's results."""
     cases: dict[str, RecordedCase] = {}
     for path in paths:
         try:
@@ -86,7 +89,9 @@ def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
             paired = (case.get("extra") or {}).get("paired") or {}
             stages = paired.get("block_medians") or []
             # CPU time is replayed only where the recorded run judged it, at the threshold it judged it at
-            cpu_threshold = case.get("cpu_threshold_pct") or (document.get("run") or {}).get("cpu_threshold_pct")
+            run_cpu = (document.get("run") or {}).get("cpu_threshold_pct")
+            cpu_threshold = case.get("cpu_threshold_pct") or (run_cpu if run_cpu_threshold is None
+                                                               else run_cpu_threshold)
             cpu_threshold = None if cpu_threshold == CPU_OFF else cpu_threshold  # a case that turned it off
             figures = {name: (m["unit"], m["better"]) for name, m in case.get("metrics", {}).items()
                        if m.get("better") in ("higher", "lower")
