@@ -24,6 +24,12 @@ RAY_MISSING = ('framework ray_train needs Ray Train, which is not installed; '
                'install it with: pip install "pytest-dmlbench[ray]"')
 # The object store only carries the experiment and its figures: keep it small on a shared machine.
 OBJECT_STORE_BYTES = 128 * 1024**2
+# Ray Train's settings on the embedded instance, for every process of the driver's job (its controller's too):
+# a local instance is never drained or preempted, so the preemption watcher (an actor, a Python process of its
+# own) has nothing to watch; and the controller sees that the workers finished at its next poll of them, every
+# 2 s by default. Both cost a fit seconds on a 2-core machine (docs/how-to/experiments.md). A cluster at
+# RAY_ADDRESS keeps its own settings.
+EMBEDDED_TRAIN_SETTINGS = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}
 
 
 def ray_installed() -> bool:
@@ -64,7 +70,8 @@ def connect() -> RayConnection:
         _connected_here = True
         return RayConnection(started_here=False, cpus=_cluster_cpus(ray), connected_here=True)
     cpus = os.cpu_count() or 1
-    start_local(ray, num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, log_to_driver=True)
+    start_local(ray, num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, log_to_driver=True,
+                runtime_env={"env_vars": EMBEDDED_TRAIN_SETTINGS})
     _connected_here = True
     return RayConnection(started_here=True, cpus=float(cpus), connected_here=True)
 

@@ -131,11 +131,17 @@ DRIVER_PROBE = """
         return ray is not None and ray.is_initialized()
 
     def test_z_probe_sees_a_driver():  # negative control: the probe below reports a live driver
-        from pytest_dmlbench.experiments.ray_cluster import connect, shutdown
+        import os
+        import ray
+        from pytest_dmlbench.experiments.ray_cluster import EMBEDDED_TRAIN_SETTINGS, connect, shutdown
         assert not ray_driver()
         connect()
         try:
             assert ray_driver()
+            # the embedded instance's job carries Ray Train's settings; the driver's own environment does not
+            seen = ray.get(ray.remote(lambda: {k: os.environ.get(k) for k in EMBEDDED_TRAIN_SETTINGS}).remote())
+            assert seen == EMBEDDED_TRAIN_SETTINGS, seen
+            assert not set(EMBEDDED_TRAIN_SETTINGS) & set(os.environ)
         finally:
             shutdown()
 
@@ -150,7 +156,8 @@ def test_a_ray_train_fit_and_its_negative_control_with_the_pytest_process_a_driv
     """The smoke of the Ray Train path every CI run keeps: a fit's figures, the negative control that fails its
     min_accuracy, both on one Ray instance, and, after the Ray Train items, the pytest process no longer
     connected to Ray, so a later in-process case that forks (worlds of its own, DataLoader workers) cannot break
-    Ray's connections; before, the session could hang at its end in ``ray.shutdown``."""
+    Ray's connections; before, the session could hang at its end in ``ray.shutdown``. The probe also finds Ray
+    Train's settings for the embedded instance in its job's tasks and not in the driver's environment."""
     write_files(tmp_path, **{"dmlbench_ray.yaml": EXPERIMENTS, "test_zafter.py": DRIVER_PROBE})
     run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-json", "results.json", "-p", "no:randomly",
                      "-k", "(learns and ray_train) or frozen or probe or after", timeout=900)
