@@ -88,7 +88,8 @@ def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
         for case in document.get("cases", []):
             paired = (case.get("extra") or {}).get("paired") or {}
             stages = paired.get("block_medians") or []
-            # CPU time is replayed only where the recorded run judged it, at the threshold it judged it at
+            # CPU time is replayed only where the recorded run judged it (its pairs are recorded only then), at the
+            # threshold it judged it at or at run_cpu_threshold; a case's own threshold wins over either
             run_cpu = (document.get("run") or {}).get("cpu_threshold_pct")
             cpu_threshold = case.get("cpu_threshold_pct") or (run_cpu if run_cpu_threshold is None
                                                                else run_cpu_threshold)
