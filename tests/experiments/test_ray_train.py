@@ -142,8 +142,27 @@ DRIVER_PROBE = """
             seen = ray.get(ray.remote(lambda: {k: os.environ.get(k) for k in EMBEDDED_TRAIN_SETTINGS}).remote())
             assert seen == EMBEDDED_TRAIN_SETTINGS, seen
             assert not set(EMBEDDED_TRAIN_SETTINGS) & set(os.environ)
+            # and its workers open torch's env:// rendezvous store on 127.0.0.1, where torch alone binds ::
+            # (the store of a Ray Train fit; the whole fit's check is tests/world/ray/test_loopback.py, daily)
+            assert ray.get(ray.remote(rendezvous_store_hosts).remote()) == ["127.0.0.1"]
         finally:
             shutdown()
+
+    def rendezvous_store_hosts() -> list[str]:  # where a one-rank env:// rendezvous's store listens
+        import importlib, os, socket
+        from datetime import timedelta
+        import psutil
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+        rendezvous = importlib.import_module("torch.distributed.rendezvous")
+        store, _, _ = next(rendezvous.rendezvous("env://", timeout=timedelta(seconds=30)))
+        hosts = sorted({c.laddr.ip for c in psutil.Process().net_connections(kind="tcp")
+                        if c.status == psutil.CONN_LISTEN and c.laddr.port == port})
+        del store
+        return hosts
 
     def test_zz_after_the_experiment():
         assert not ray_driver(), "the experiment left this process a Ray driver"
@@ -157,7 +176,8 @@ def test_a_ray_train_fit_and_its_negative_control_with_the_pytest_process_a_driv
     min_accuracy, both on one Ray instance, and, after the Ray Train items, the pytest process no longer
     connected to Ray, so a later in-process case that forks (worlds of its own, DataLoader workers) cannot break
     Ray's connections; before, the session could hang at its end in ``ray.shutdown``. The probe also finds Ray
-    Train's settings for the embedded instance in its job's tasks and not in the driver's environment."""
+    Train's settings for the embedded instance in its job's tasks and not in the driver's environment, and a
+    task's rendezvous store on loopback only (the fast form of the daily loopback check of a whole fit)."""
     write_files(tmp_path, **{"dmlbench_ray.yaml": EXPERIMENTS, "test_zafter.py": DRIVER_PROBE})
     run = run_pytest(tmp_path, "--dmlbench", "--dmlbench-json", "results.json", "-p", "no:randomly",
                      "-k", "(learns and ray_train) or frozen or probe or after", timeout=900)

@@ -141,7 +141,11 @@ def _report_store_listeners() -> None:
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
 
+@pytest.mark.slow
 def test_a_ray_train_fit_on_the_embedded_ray_listens_on_loopback_only(no_ray: None, tmp_path: Path) -> None:
+    """A whole fit (55-73 s on a 2-core runner), so daily; every CI run keeps its fast form: the Ray Train smoke's
+    probe (tests/experiments/test_ray_train.py) opens the rendezvous store in a task of the embedded Ray and
+    finds it on loopback only, and the tests above check the hook and the detector."""
     train = pytest.importorskip("ray.train.torch", reason="needs Ray Train: pip install 'pytest-dmlbench[ray]'")
     from ray.train import RunConfig, ScalingConfig
 
