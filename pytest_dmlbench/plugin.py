@@ -303,6 +303,13 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.unregister(reporter)
 
 
+@pytest.hookimpl(tryfirst=True)  # before the terminal reporter writes the summary
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    gate = session.config.stash.get(GATE_KEY, None)
+    if gate is not None:
+        gate.finishing()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     gate = config.stash.get(GATE_KEY, None)
     if gate is not None:

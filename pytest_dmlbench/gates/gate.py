@@ -80,5 +80,9 @@ class Gate(Protocol):
     def summary_lines(self) -> list[str]:
         """Lines for the terminal's summary section of this gate (empty: no section)."""
 
+    def finishing(self) -> None:
+        """The run's cases are done: begin releasing what is slow to release (REF's process ending its
+        session), so that it overlaps the run's own reporting; :meth:`close` completes it."""
+
     def close(self) -> None:
         """Release what the gate holds (REF's process); called once at the end of the run."""

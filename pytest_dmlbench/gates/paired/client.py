@@ -105,6 +105,7 @@ class RefProcess:
         self.hello: Hello | None = None
         self.restarts = 0
         self.log_named = False  # a message named the log, so it outlives the run; else close removes it
+        self.end_requested = False
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "pytest", "-p", server_plugin(self.launch), *self.launch.args]
@@ -126,6 +127,7 @@ class RefProcess:
         os.close(to_b_read)
         os.close(from_b_write)
         self.channel = Channel(from_b_read, to_b_write)
+        self.end_requested = False
 
     @property
     def stopped(self) -> bool:
@@ -245,16 +247,22 @@ class RefProcess:
         self.log_named = True
         return self.launch.log_path
 
+    def request_end(self) -> None:
+        """Ask the server to end without waiting for it: it tears its session down (its worlds, its
+        plugins' summaries) while the caller goes on; :meth:`close` then waits. Asked once."""
+        if self.process is None or self.channel is None or self.end_requested or self.process.poll() is not None:
+            return
+        self.end_requested = True
+        with contextlib.suppress(OSError):  # it has gone meanwhile: close finds how it ended
+            self.channel.send({"type": "end"})
+
     def close(self, timeout_s: float = 30.0) -> None:
-        """End the server; its log goes with it unless a message named the log or the server did not end
-        cleanly (then the log stays for the user to read)."""
+        """End the server (asking it, unless :meth:`request_end` did) and wait for it; its log goes with it
+        unless a message named the log or the server did not end cleanly (then the log stays for the user to
+        read)."""
         if self.process is None:
             return
-        if self.channel is not None and self.process.poll() is None:
-            try:
-                self.channel.send({"type": "end"})
-            except OSError:
-                pass
+        self.request_end()
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:

@@ -123,7 +123,15 @@ class PairedGate:
         self.trial.redraw_every, self.kept_worlds_note = redraw_interval(self.settings.redraw_worlds,
                                                                          (servers.ref, servers.own))
 
+    def finishing(self) -> None:
+        """Ask both block servers to end: each tears its session down in seconds (its worlds, its plugins'
+        end-of-session work), side by side and while this run writes its summary."""
+        self.servers.ref.request_end()
+        self.servers.own.request_end()
+
     def close(self) -> None:
+        """End both block servers (asked together, unless :meth:`finishing` asked already) and wait for them."""
+        self.finishing()
         self.servers.ref.close()
         self.servers.own.close()
 

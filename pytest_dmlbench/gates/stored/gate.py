@@ -53,5 +53,8 @@ class StoredGate:
     def summary_lines(self) -> list[str]:
         return []
 
+    def finishing(self) -> None:
+        """Nothing slow to release."""
+
     def close(self) -> None:
         """Nothing to release: every save is complete when it returns."""
