@@ -24,6 +24,7 @@ from pytest_dmlbench.config.output_paths import check_file_target
 from pytest_dmlbench.drift import command as drift_command
 from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
+from pytest_dmlbench.gates.computing_share import recorded_cores_per_world
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
 from pytest_dmlbench.gates.thresholds import Thresholds
@@ -52,10 +53,11 @@ def compare_with_refresh(baseline: RunResults, current: RunResults, settings: Co
 
 def _compare(args: argparse.Namespace) -> int:
     settings = CompareSettings(alpha=args.alpha, min_runs=args.min_runs)
-    thresholds = Thresholds(args.threshold, DEFAULT_CPU_THRESHOLD_PCT)
     if args.json:
         check_file_target(Path(args.json), "--json")  # before the files are read and compared
     current = read_file(Path(args.results))
+    thresholds = Thresholds(args.threshold, DEFAULT_CPU_THRESHOLD_PCT, cpu_where_computing=True,
+                            cores=recorded_cores_per_world(current.run))
     label, baseline = load_baseline_for(Path(args.baseline), current, Path(args.results))
     shared = {c.nodeid for c in current.cases} & {c.nodeid for c in baseline.cases}
     if current.cases and baseline.cases and not shared:

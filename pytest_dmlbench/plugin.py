@@ -105,7 +105,8 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      f"default regression threshold in percent (default {DEFAULT_THRESHOLD_PCT:g})"),
     ("--dmlbench-cpu-threshold", "dmlbench_cpu_threshold", {"metavar": "PCT"},
      "judge CPU time per step (the quiet figure recorded beside wall time) at this threshold in percent, or off; "
-     f"not judged unless given (default {DEFAULT_CPU_THRESHOLD_PCT})"),
+     f"given, every step's; by default {DEFAULT_CPU_THRESHOLD_PCT:g}, judged only on steps that compute "
+     "(ranks on the CPU at least a quarter of the time their cores had)"),
     ("--dmlbench-case-thresholds", "dmlbench_case_thresholds", {"metavar": "FILE"},
      "per-case thresholds (JSON, as studies/case_thresholds.py writes it from measured noise): each listed case is "
      "judged at its own threshold and CPU threshold; a marker's threshold= beats it, it beats the run's"),
@@ -287,7 +288,9 @@ def pytest_configure(config: pytest.Config) -> None:
     engine = _engine_for(settings, facts)
     config.stash[ENGINE_KEY] = engine
     run = {**facts.to_dict(settings.world_size, settings.threshold_pct),
-           "cpu_threshold_pct": settings.cpu_threshold_pct, **commit_fact(config.rootpath),
+           "cpu_threshold_pct": settings.cpu_threshold_pct,
+           "cpu_threshold_judges": "every step" if settings.cpu_threshold_given else "steps that compute",
+           **commit_fact(config.rootpath),
            "launcher": settings.launcher, "isolation": settings.isolation, "strict": settings.strict}
     from pytest_dmlbench.world.launched.engine import launched_externally
 

@@ -41,10 +41,11 @@ DEFAULT_STRICT = "off"  # simulated ranks' strict mode; why off: docs/how-to/str
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_THRESHOLD_PCT = 10.0
-# CPU time per step is recorded beside wall time and judged only at a threshold of its own, given with
-# --dmlbench-cpu-threshold (ini dmlbench_cpu_threshold) or the marker's cpu_threshold=: off by default until its
-# noise on the shipped cases is measured from recorded nights (docs/explanation/statistics.md).
-DEFAULT_CPU_THRESHOLD_PCT: float | None = None
+# CPU time per step is recorded beside wall time and judged at a threshold of its own: one given with
+# --dmlbench-cpu-threshold (ini dmlbench_cpu_threshold), the marker's cpu_threshold= or the per-case file judges
+# every step; without one, this default judges only steps that compute (gates/computing_share.py), set from CPU
+# time's measured per-pair noise on the shipped cases (docs/explanation/statistics.md).
+DEFAULT_CPU_THRESHOLD_PCT: float | None = 10.0
 DEFAULT_PAIR_BUDGET_S = 60.0
 DEFAULT_RUN_ALPHA = 0.01  # the paired gate's chance of a red run on unchanged code (gates/run_level.py)
 DEFAULT_BLOCK_SECONDS = 0.2  # paired gate: measured time one block aims at (short: a pair's blocks close in time)
@@ -220,6 +221,7 @@ class DmlbenchConfig:
     rank_allocator: str = DEFAULT_RANK_ALLOCATOR  # paired gate: the allocator the block servers' ranks preload
     smoke: bool = False  # every measurement one round, nothing saved or judged: the cases run, nothing is measured
     cpu_threshold_pct: float | None = DEFAULT_CPU_THRESHOLD_PCT  # CPU time per step's threshold (None: not judged)
+    cpu_threshold_given: bool = False  # the run's CPU threshold was given: it judges every step, not only computing
     case_thresholds: CaseThresholds = NO_CASE_THRESHOLDS  # --dmlbench-case-thresholds: listed cases' own thresholds
 
 
@@ -376,6 +378,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         timeout_s=DEFAULT_TIMEOUT_S if timeout is None else parse_positive_seconds(timeout),
         threshold_pct=DEFAULT_THRESHOLD_PCT if threshold is None else parse_threshold(threshold),
         cpu_threshold_pct=DEFAULT_CPU_THRESHOLD_PCT if cpu_threshold is None else _run_cpu_threshold(cpu_threshold),
+        cpu_threshold_given=cpu_threshold is not None,
         save=bool(_value(config, "dmlbench_save")),
         compare=not bool(_value(config, "dmlbench_no_compare")) and against is None and not smoke,
         baseline_dir=Path(baseline_dir) if baseline_dir else Path(config.rootpath) / "baselines",

@@ -1,4 +1,5 @@
-"""CPU time per step is judged at a threshold of its own, and only where one is given, by both gates."""
+"""CPU time per step is judged at a threshold of its own by both gates: one given judges every step, the
+default only steps that compute (``tests/gates/test_computing_share.py``)."""
 
 from __future__ import annotations
 
@@ -78,8 +79,8 @@ def _with_cpu(case: CaseResult, cpu_s: float, rounds: int = 20) -> CaseResult:
 def test_the_stored_gate_judges_cpu_time_only_at_a_cpu_threshold() -> None:
     base = _with_cpu(make_case(seed=1), 0.004)
     current = _with_cpu(make_case(seed=2), 0.0042)  # 5 % more CPU a step
-    unjudged = compare_case(base, current, CompareSettings(min_runs=1))
-    assert "cpu_time_s" not in {v.metric for v in unjudged}  # recorded, not judged, by default
+    unjudged = compare_case(base, current, CompareSettings(min_runs=1), Thresholds(10.0))
+    assert "cpu_time_s" not in {v.metric for v in unjudged}  # recorded, not judged, without a CPU threshold
     judged = {v.metric: v for v in compare_case(base, current, CompareSettings(min_runs=1), Thresholds(10.0, 2.5))}
     assert judged["cpu_time_s"].kind == "regression", judged["cpu_time_s"].message
     assert judged["cpu_time_s"].threshold_pct == 2.5 and judged["step_time_s"].threshold_pct == 10.0

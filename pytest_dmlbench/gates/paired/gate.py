@@ -188,7 +188,7 @@ class PairedGate:
         }}
         if judgement.profile is not None:
             extra["paired"]["profile"] = judgement.profile
-        return GateDecision(list(judgement.verdicts), extra=extra, problem=problem)
+        return GateDecision(list(judgement.verdicts), extra=extra, problem=problem, notes=list(judgement.case_notes))
 
     def _revive(self, judgement: CaseJudgement) -> None:
         """Restart a block server that stopped during an earlier case (a block that hung past its timeout
@@ -201,7 +201,9 @@ class PairedGate:
                                        f"({server.restarts} of {MAX_SERVER_RESTARTS})")
 
     def _judge(self, item: JudgedItem, case: CaseResult, judgement: CaseJudgement, begin: float) -> None:
-        thresholds = Thresholds(self.settings.threshold_pct, self.settings.cpu_threshold_pct).for_case(case)
+        run_thresholds = Thresholds(self.settings.threshold_pct, self.settings.cpu_threshold_pct,
+                                    cpu_where_computing=not self.settings.cpu_threshold_given)
+        thresholds = run_thresholds.for_case(case)
         directed = {n: m for n, m in case.metrics.items() if m.better is not None and thresholds.judges(n)}
         if item.in_process and not self.servers.ref.offers("in_process_blocks"):
             judgement.notes.append("in-process figures: REF cannot re-measure them")
@@ -218,6 +220,8 @@ class PairedGate:
                                                  f"REF {self.launch.label} has no {item.nodeid}")
                                   for m in directed.values()]
             return
+        if (waiting := run_thresholds.waiting_note(case)) is not None:
+            judgement.case_notes.append(waiting)
         plan = block_plan(case, self.settings.block_seconds)
         judgement.plan = plan
         if self.kept_worlds_note is not None:

@@ -121,7 +121,8 @@ class CaseJudgement:
     stages: list[int] = field(default_factory=list)  # pairs per stage
     block_medians: list[dict[str, Any]] = field(default_factory=list)  # per stage: A's and B's, for replay
     plan: BlockPlan | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the gate's, in its summary line and extra.paired.notes
+    case_notes: list[str] = field(default_factory=list)  # the case's, in its results (extra.notes), as either gate's
     seconds: float = 0.0
     budget_s: float = 0.0
     budget_spent: bool = False

@@ -64,7 +64,7 @@ AGAINST = "the baseline"
 
 # The run's thresholds when no option sets them (the run's own come from ``DmlbenchConfig``, or the command-line
 # tool's --threshold).
-DEFAULT_THRESHOLDS = Thresholds(DEFAULT_THRESHOLD_PCT, DEFAULT_CPU_THRESHOLD_PCT)
+DEFAULT_THRESHOLDS = Thresholds(DEFAULT_THRESHOLD_PCT, DEFAULT_CPU_THRESHOLD_PCT, cpu_where_computing=True)
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ class BaselineKeeper:
     @property
     def thresholds(self) -> Thresholds:
         """The run's thresholds (``--dmlbench-threshold``, ``--dmlbench-cpu-threshold``)."""
-        return Thresholds(self.config.threshold_pct, self.config.cpu_threshold_pct)
+        return Thresholds(self.config.threshold_pct, self.config.cpu_threshold_pct,
+                          cpu_where_computing=not self.config.cpu_threshold_given)
 
     def store_for(self, case: CaseResult) -> BaselineStore:
         """The store of this machine class and the case's identity (the fingerprint is taken once per backend)."""
@@ -95,6 +96,8 @@ class BaselineKeeper:
             case.verdicts = []
             return []
         settings = replace(self.settings, refresh_command=refresh_template(store.identity, store.root))
+        if (waiting := self.thresholds.waiting_note(case)) is not None:
+            case.extra.setdefault("notes", []).append(waiting)
         if store.exists():
             baseline = store.load_case(case.nodeid)
             reason = "no baseline yet" if baseline is not None else new_reason(store, case.nodeid)

@@ -86,6 +86,7 @@ Verdicts = dict[str, dict[str, dict[str, object]]]
 class QuietRun(NamedTuple):
     verdicts: Verdicts  # per case (its test name) the verdict on each figure, as the results file holds it
     output: str  # what the run printed, at 200 columns
+    notes: dict[str, list[str]]  # per case its notes (extra.notes)
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +98,9 @@ def quiet(tmp_path_factory: pytest.TempPathFactory) -> QuietRun:
     run = run_pytest(repo, "--dmlbench", "--dmlbench-against", "HEAD", "--dmlbench-json", str(results),
                      "--dmlbench-block-seconds", "0.05", timeout=900, COLUMNS="200")
     assert run.returncode == 1, run.output  # the added collective, the FLOPs and the spin fail their cases
-    return QuietRun({case["nodeid"].split("::")[-1]: {v["metric"]: v for v in case["verdicts"]}
-                     for case in json.loads(results.read_text())["cases"]}, run.output)
+    cases = json.loads(results.read_text())["cases"]
+    return QuietRun({case["nodeid"].split("::")[-1]: {v["metric"]: v for v in case["verdicts"]} for case in cases},
+                    run.output, {case["nodeid"].split("::")[-1]: case["extra"].get("notes", []) for case in cases})
 
 
 def test_an_added_collective_is_a_regression_counted_exactly(quiet: QuietRun) -> None:
@@ -141,3 +143,12 @@ def test_cpu_time_sees_more_work_and_not_a_sleep(quiet: QuietRun) -> None:
     nap = verdicts["test_nap"]
     assert nap["step_time_s"]["kind"] == "regression", nap["step_time_s"]  # 4 ms -> 20 ms of sleep
     assert nap["cpu_time_s"]["kind"] != "regression", nap["cpu_time_s"]  # the same work: CPU time cannot see it
+
+
+def test_the_default_cpu_threshold_leaves_a_step_that_mostly_waits_unjudged_and_says_so(quiet: QuietRun) -> None:
+    # test_calls sleeps 5 ms a step and gives no CPU threshold: wall time judges it, CPU time is recorded only
+    assert "cpu_time_s" not in quiet.verdicts["test_calls"] and "step_time_s" in quiet.verdicts["test_calls"]
+    assert any("CPU time not judged: the step mostly waits" in note for note in quiet.notes["test_calls"]), quiet.notes
+    # negative control: a case with a CPU threshold of its own is judged on CPU time, and says nothing of waiting
+    assert "cpu_time_s" in quiet.verdicts["test_nap"]
+    assert not any("CPU time not judged" in note for note in quiet.notes["test_nap"]), quiet.notes

@@ -58,7 +58,9 @@ def test_the_thresholds_are_the_run_configs(tmp_path: Path) -> None:
     assert keeper(tmp_path, threshold_pct=50.0).process(slower) == []
     assert {v.threshold_pct for v in slower.verdicts} == {50.0} and "regression" not in kinds(slower)
     assert keeper(tmp_path).process(slower) != []  # negative control: the default threshold catches it
-    assert keeper(tmp_path, cpu_threshold_pct=2.5).thresholds == Thresholds(10.0, 2.5)
+    assert keeper(tmp_path, cpu_threshold_pct=2.5, cpu_threshold_given=True).thresholds == Thresholds(10.0, 2.5)
+    # the default CPU threshold judges only steps that compute
+    assert keeper(tmp_path).thresholds == Thresholds(10.0, 10.0, cpu_where_computing=True)
 
 def test_the_refresh_command_repeats_launcher_and_isolation(tmp_path: Path) -> None:
     save(tmp_path, launcher="ray", isolation="fresh")
