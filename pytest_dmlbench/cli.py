@@ -24,7 +24,6 @@ from pytest_dmlbench.config.output_paths import check_file_target
 from pytest_dmlbench.drift import command as drift_command
 from pytest_dmlbench.envreport import command as env_command
 from pytest_dmlbench.errors import ConfigError, DmlbenchError
-from pytest_dmlbench.gates.computing_share import recorded_cores_per_world
 from pytest_dmlbench.gates.stored.between_runs import MIN_RUNS
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
 from pytest_dmlbench.gates.thresholds import Thresholds
@@ -34,6 +33,7 @@ from pytest_dmlbench.results import RunResults
 from pytest_dmlbench.results.report import write_results
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
 from pytest_dmlbench.results.table_layout import terminal_table, terminal_width, wrap_text
+from pytest_dmlbench.world.run_facts import RunFacts
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 SHOWN_NOT_COMPARED = ("no verdicts: these results were not compared, so there are no change and verdict columns "
@@ -57,7 +57,7 @@ def _compare(args: argparse.Namespace) -> int:
         check_file_target(Path(args.json), "--json")  # before the files are read and compared
     current = read_file(Path(args.results))
     thresholds = Thresholds(args.threshold, DEFAULT_CPU_THRESHOLD_PCT, cpu_where_computing=True,
-                            cores=recorded_cores_per_world(current.run))
+                            cores=facts.cores_per_world() if (facts := RunFacts.recorded(current.run)) else None)
     label, baseline = load_baseline_for(Path(args.baseline), current, Path(args.results))
     shared = {c.nodeid for c in current.cases} & {c.nodeid for c in baseline.cases}
     if current.cases and baseline.cases and not shared:

@@ -5,13 +5,13 @@ little CPU time on its ranks, and a little CPU time moves by a large share with 
 judged, it stays inconclusive where wall time proves the case unchanged. So the plugin's default CPU threshold
 judges CPU time only on a step whose ranks spent at least :data:`MIN_COMPUTING_SHARE` of the time their cores
 had on the CPU: the CPU seconds summed over ranks against the step's wall time times the cores its ranks could use
-(the world size, or fewer cores where ranks share them). A threshold given for CPU time (option, ini, marker,
-per-case file) judges it on every step. Why and measured: ``docs/explanation/statistics.md``.
+(the world size, or fewer cores where ranks share them: the machine's cores shared among pytest-xdist's
+workers, :meth:`~pytest_dmlbench.world.run_facts.RunFacts.cores_per_world`). A threshold given for CPU time
+(option, ini, marker, per-case file) judges it on every step. Why and measured: ``docs/explanation/statistics.md``.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from pytest_dmlbench.results import MetricResult
@@ -21,23 +21,6 @@ from pytest_dmlbench.results.stats import median
 # less where neighbours take cores (0.38 for a pure-Python loop on 2 ranks beside a 4-rank run on 2 cores); a step
 # that sleeps reads under 0.05. A quarter keeps the first judged under such load and the second not.
 MIN_COMPUTING_SHARE = 0.25
-
-
-def cores_per_world(environ: Mapping[str, str] | None = None) -> int:
-    """The cores one world's ranks can use here: this process's cores, shared among pytest-xdist's workers."""
-    environ = os.environ if environ is None else environ
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    return max(1, cores // int(workers)) if workers.isdigit() and int(workers) > 0 else max(1, cores)
-
-
-def recorded_cores_per_world(run: Mapping[str, object]) -> int | None:
-    """The cores one world's ranks could use in a recorded run (its results file's ``run`` section: cores and
-    xdist workers); None where the file does not say."""
-    cores, workers = run.get("cores"), run.get("xdist_workers") or 1
-    if not isinstance(cores, int) or not isinstance(workers, int) or cores < 1:
-        return None
-    return max(1, cores // max(1, workers))
 
 
 def computing_share(metrics: Mapping[str, MetricResult], world_size: int, cores: int) -> float | None:

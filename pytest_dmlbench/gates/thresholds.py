@@ -11,16 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_dmlbench.config import CPU_OFF, parse_cpu_threshold, parse_threshold
-from pytest_dmlbench.gates.computing_share import MIN_COMPUTING_SHARE, computing_share, cores_per_world, waiting_note
+from pytest_dmlbench.gates.computing_share import MIN_COMPUTING_SHARE, computing_share, waiting_note
 from pytest_dmlbench.gates.figures import CPU_TIME_METRICS
 from pytest_dmlbench.results import CaseResult
+from pytest_dmlbench.world.run_facts import RunFacts
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """``default_pct`` for every figure; ``cpu_pct`` for CPU time (None: CPU time is not judged), where
     ``cpu_where_computing`` (the default threshold) only on a step that computes, its ranks having ``cores``
-    (None: :func:`cores_per_world` here)."""
+    (None: this process's, :meth:`RunFacts.cores_per_world`)."""
 
     default_pct: float
     cpu_pct: float | None = None
@@ -53,7 +54,7 @@ class Thresholds:
         None where these thresholds judge it (or never would: no CPU threshold, or the case's own)."""
         if self.cpu_pct is None or not self.cpu_where_computing or case.cpu_threshold_pct is not None:
             return None
-        cores = cores_per_world() if self.cores is None else self.cores
+        cores = RunFacts.here(None).cores_per_world() if self.cores is None else self.cores
         share = computing_share(case.metrics, case.world_size, cores)
         return None if share is None or share >= MIN_COMPUTING_SHARE else waiting_note(share)
 

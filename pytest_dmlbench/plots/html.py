@@ -13,6 +13,7 @@ from pytest_dmlbench.plots.figure import Figure, Skipped
 from pytest_dmlbench.plots.machine_html import machine_table
 from pytest_dmlbench.plots.verdict_html import banner, verdict_list
 from pytest_dmlbench.results import RunResults
+from pytest_dmlbench.results.case_notes import case_notes
 from pytest_dmlbench.results.table import UNITS_NOTE, change_cell, metric_cells, ordered_cases, verdict_cell
 
 STYLE = """
@@ -22,7 +23,7 @@ table { border-collapse: collapse; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
 td.num { text-align: right; white-space: nowrap; }
 tr.regression td { background: #fdd; } tr.improvement td { background: #dfd; }
-tr.inconclusive td { background: #fec; }
+tr.inconclusive td { background: #fec; } tr.note td { color: #444; font-size: 0.9em; }
 figure { margin: 1.5em 0; } figcaption { color: #444; font-size: 0.9em; }
 img { max-width: 100%; height: auto; }
 code { overflow-wrap: anywhere; }
@@ -49,7 +50,7 @@ def _image(figure: Figure) -> str:
 
 
 def verdict_table(run: RunResults) -> str:
-    """Every metric of every case with median, IQR, baseline, change and verdict."""
+    """Every metric of every case with median, IQR, baseline, change and verdict; the case's notes under them."""
     rows = ["<tr><th>case</th><th>ranks</th><th>metric</th><th>median</th><th>IQR</th><th>n</th>"
             "<th>baseline</th><th>change</th><th>verdict</th></tr>"]
     for case in ordered_cases(run):
@@ -68,6 +69,8 @@ def verdict_table(run: RunResults) -> str:
                 f"<td class='num'>{html.escape(change_cell(verdict))}</td>"
                 f"<td>{html.escape(verdict_cell(verdict) if verdict is not None else '')}</td></tr>"
             )
+        rows += [f'<tr class="note"><td></td><td colspan="8">note: {html.escape(note)}</td></tr>'
+                 for note in case_notes(case)]
     return "<table>" + "\n".join(rows) + "</table>"
 
 

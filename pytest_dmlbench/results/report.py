@@ -12,6 +12,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_dmlbench.results import NOTABLE_KINDS, RunResults, Verdict
+from pytest_dmlbench.results.case_notes import case_notes
 from pytest_dmlbench.results.figures import labelled
 from pytest_dmlbench.results.jsonio import read_results as _read_results
 from pytest_dmlbench.results.jsonio import write_results
@@ -61,7 +62,7 @@ def _tabulate(rows: list[list[str]], columns: list[str], fmt: str) -> str:
 
 def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results") -> str:
     """The same table as GitHub markdown, followed by the full message of every regression, improvement
-    and inconclusive verdict."""
+    and inconclusive verdict, then every case's notes."""
     lines = [f"## {title}", ""]
     if not results.cases:
         return "\n".join([*lines, "No benchmark results.", ""])
@@ -84,6 +85,11 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
         cause = verdict.inconclusive_cause
         kind = f"{verdict.kind} ({cause})" if cause is not None else verdict.kind
         lines += [f"### {kind}: `{nodeid}` {labelled(verdict.metric)}", "", "```", verdict.message, "```", ""]
+    noted = [(case.nodeid, case_notes(case)) for case in results.cases if case_notes(case)]
+    if noted:
+        lines += ["### notes", ""]
+        lines += [f"- `{nodeid}`: {note}" for nodeid, notes in noted for note in notes]
+        lines += [""]
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 
 from pytest_dmlbench.results import NOTABLE_KINDS, VERDICT_KINDS, CaseResult, RunResults
+from pytest_dmlbench.results.case_notes import case_notes, notes_count_text
 from pytest_dmlbench.results.figures import labelled
 from pytest_dmlbench.results.settled import settled_text
 from pytest_dmlbench.results.table import (
@@ -289,6 +290,8 @@ def verbose_lines(results: RunResults, ids: dict[str, str], width: int) -> list[
                 lines += wrap_text(f"{INDENT}    {test}", width, INDENT + "    ")
         if not block:
             lines.append(f"{INDENT}(no figures)")
+        for note in case_notes(case):
+            lines += wrap_text(f"{INDENT}note: {note}", width, INDENT * 2)
     return lines
 
 
@@ -343,7 +346,8 @@ def terminal_table(results: RunResults, verbose: bool = False, width: int | None
     counts: tuple[str, ...] = (verdict_counts(results), settled_text(results), case_counts(results))
     if results.run.get(INTERRUPTED_KEY):  # counts of a run cut short would read like its result
         counts = ("counts left out: the run was interrupted (see the first line of the summary)",)
-    for text in (*counts, oversubscription_note(results)):
+    notes = None if verbose else notes_count_text(results)  # -v prints each under its case
+    for text in (*counts, oversubscription_note(results), notes):
         if text:
             lines += wrap(text)
     if not compared(results):

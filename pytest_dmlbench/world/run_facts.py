@@ -40,6 +40,19 @@ class RunFacts:
         cores = os.cpu_count() or 1
         return cls(cores=cores, workers=xdist_worker_count(numprocesses, os.environ, cores))
 
+    @classmethod
+    def recorded(cls, run: Mapping[str, object]) -> RunFacts | None:
+        """The facts a results file's ``run`` section recorded (cores and xdist workers); None where it does not
+        say."""
+        cores, workers = run.get("cores"), run.get("xdist_workers") or 1
+        if not isinstance(cores, int) or not isinstance(workers, int) or cores < 1:
+            return None
+        return cls(cores=cores, workers=max(1, workers))
+
+    def cores_per_world(self) -> int:
+        """The cores one world's ranks can use: the machine's, shared among the xdist workers."""
+        return max(1, self.cores // max(1, self.workers))
+
     def oversubscribed(self, world_size: int) -> bool:
         """Whether ranks of all workers together exceed the cores (timings are then pessimistic)."""
         return oversubscribed_world(world_size, self.workers, self.cores)

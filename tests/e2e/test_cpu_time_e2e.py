@@ -75,13 +75,18 @@ def test_by_default_cpu_time_is_judged_on_a_step_that_computes_and_not_on_one_th
     saved = run_pytest(tmp_path, *common, "--dmlbench-save")
     assert saved.returncode == 0, saved.output
 
+    outputs: list[str] = []
+
     def compared(*options: str) -> dict[str, Any]:
         run = run_pytest(tmp_path, *common, "--dmlbench-json", "r.json", *options)
         assert run.returncode == 0, run.output
+        outputs.append(run.output)
         document = json.loads((tmp_path / "r.json").read_text())
         return {case["nodeid"].split("::")[-1]: case for case in document["cases"]} | {"run": document["run"]}
 
     cases = compared()
+    # the table under the run says so too, not only the results file
+    assert "notes on 1 case(s): CPU time not judged (1); -v prints each under its case" in outputs[-1], outputs[-1]
     assert cases["run"]["cpu_threshold_pct"] == 10.0 and cases["run"]["cpu_threshold_judges"] == "steps that compute"
     spin = {v["metric"]: v for v in cases["test_spin"]["verdicts"]}
     assert spin["cpu_time_s"]["threshold_pct"] == 10.0, spin  # judged at the default
@@ -93,3 +98,4 @@ def test_by_default_cpu_time_is_judged_on_a_step_that_computes_and_not_on_one_th
     given = compared("--dmlbench-cpu-threshold", "10")
     assert given["run"]["cpu_threshold_judges"] == "every step"
     assert "cpu_time_s" in {v["metric"] for v in given["test_nap"]["verdicts"]}, given["test_nap"]
+    assert "CPU time not judged" not in outputs[-1], outputs[-1]

@@ -6,15 +6,11 @@ import random
 
 import pytest
 
-from pytest_dmlbench.gates.computing_share import (
-    MIN_COMPUTING_SHARE,
-    computing_share,
-    cores_per_world,
-    recorded_cores_per_world,
-)
+from pytest_dmlbench.gates.computing_share import MIN_COMPUTING_SHARE, computing_share
 from pytest_dmlbench.gates.stored.compare import CompareSettings, compare_case
 from pytest_dmlbench.gates.thresholds import Thresholds
 from pytest_dmlbench.results import CaseResult, MetricResult
+from pytest_dmlbench.world.run_facts import RunFacts
 
 DEFAULT = Thresholds(10.0, 10.0, cpu_where_computing=True, cores=2)  # the plugin's default, on 2 cores
 GIVEN = Thresholds(10.0, 10.0, cores=2)  # --dmlbench-cpu-threshold 10
@@ -69,10 +65,9 @@ def test_the_boundary_is_a_quarter_of_the_core_time() -> None:
 
 
 def test_ranks_share_the_cores_among_xdist_workers() -> None:
-    alone = cores_per_world({})
-    assert alone >= 1
-    assert cores_per_world({"PYTEST_XDIST_WORKER_COUNT": "2"}) == max(1, alone // 2)
-    assert cores_per_world({"PYTEST_XDIST_WORKER_COUNT": "junk"}) == alone
-    assert recorded_cores_per_world({"cores": 8, "xdist_workers": 2}) == 4
-    assert recorded_cores_per_world({"cores": 2, "xdist_workers": 0}) == 2
-    assert recorded_cores_per_world({"world_size": 4}) is None  # a file that does not say: this machine's
+    here = RunFacts.here(None)  # under xdist (the test command) this worker's share
+    assert here.cores_per_world() == max(1, here.cores // here.workers) >= 1
+    assert RunFacts(cores=8, workers=2).cores_per_world() == 4 and RunFacts(cores=2, workers=4).cores_per_world() == 1
+    assert RunFacts.recorded({"cores": 8, "xdist_workers": 2}) == RunFacts(cores=8, workers=2)
+    assert RunFacts.recorded({"cores": 2, "xdist_workers": 0}) == RunFacts(cores=2, workers=1)
+    assert RunFacts.recorded({"world_size": 4}) is None  # a file that does not say: this machine's
