@@ -16,7 +16,7 @@ from tests import forkserver
 from tests.conftest import clean_env, run_pytest, write_files
 
 CASES = """
-    import os, sys, tempfile, time
+    import gc, os, sys, tempfile, time
     import helper
 
     def test_sees_its_world():
@@ -24,6 +24,7 @@ CASES = """
         assert tempfile.gettempdir() == os.environ["TMPDIR"]
         assert helper.WHERE == "beside the tests"
         print("env", os.environ["MARK"])
+        print("frozen", gc.get_freeze_count() > 0)
 
     def test_imports_from_pythonpath():
         print("extra", __import__("on_path").NAME)
@@ -66,6 +67,8 @@ def test_a_forked_run_ends_and_reports_as_a_fresh_one(server: forkserver.ForkSer
     for run in (forked, alone):
         assert "env marked" in run.stdout and not run.stderr
         assert "assert (1 + 1) == 3" in run.stdout and "1 failed, 1 passed" in run.stdout
+    # the server's imports are frozen out of the child's garbage collections (a fresh interpreter has none frozen)
+    assert "frozen True" in forked.stdout and "frozen False" in alone.stdout
     # negative control: the same run in another folder does not see this one's files
     elsewhere = server.run(args, tmp_path / "tmp", env, timeout=120)
     assert elsewhere.returncode == 5 and "no tests ran" in elsewhere.stdout

@@ -65,12 +65,15 @@ def seed_everything(seed: int) -> None:
 
 def warm_up() -> None:
     """Do once, in the zygote, what every rank's first case would otherwise do on its own: import
-    ``numpy.random`` (seeding loads it lazily; tens of ms per rank), build the guard's settings and install
-    the adopting ``init_process_group``/``destroy_process_group``."""
+    ``numpy.random`` (seeding loads it lazily; tens of ms per rank) and what the flop counter's first count
+    imports (seconds per rank: :func:`~pytest_dmlbench.measure.flops.preload`), build the guard's settings and
+    install the adopting ``init_process_group``/``destroy_process_group``."""
+    from pytest_dmlbench.measure import flops
     from pytest_dmlbench.world import guard
 
     if "numpy" in sys.modules:
         import numpy.random  # noqa: F401
+    flops.preload()
     guard.warm_up()
     adopt_group.install()  # before the ranks' clean snapshot, which then holds the adopting functions
 

@@ -1,0 +1,48 @@
+"""The zygote loads what the flop counter's first count imports, so that no rank imports it on its own (seconds of
+a core per rank: every rank counts FLOPs in its first warm-up round)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pytest_dmlbench.measure import flops
+from pytest_dmlbench.world import adopt_group, execute, guard
+
+FIRST_COUNT = """
+import json, sys
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+{preload}
+before = set(sys.modules)
+with FlopCounterMode(display=False) as mode:
+    torch.ones(4, 4) @ torch.ones(4, 4)
+assert mode.get_total_flops() == 2 * 4 * 4 * 4
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def first_count_imports(preload: bool) -> list[str]:
+    """The modules a process's first FLOP count imports, in a fresh interpreter (nothing loaded before)."""
+    code = FIRST_COUNT.format(preload="from pytest_dmlbench.measure.flops import preload; preload()" if preload else "")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [str(name) for name in json.loads(done.stdout)]
+
+
+def test_after_the_preload_a_first_count_imports_nothing() -> None:
+    assert first_count_imports(preload=True) == []
+    # negative control: without it the first count imports torch's compiler stack (what each rank used to import)
+    assert "torch._dynamo" in first_count_imports(preload=False)
+
+
+def test_the_zygote_s_warm_up_preloads_the_counter(monkeypatch: pytest.MonkeyPatch) -> None:
+    called: list[str] = []
+    monkeypatch.setattr(flops, "preload", lambda: called.append("flops"))
+    monkeypatch.setattr(guard, "warm_up", lambda: called.append("guard"))
+    monkeypatch.setattr(adopt_group, "install", lambda: called.append("adopt"))  # not in this test process
+    execute.warm_up()
+    assert called == ["flops", "guard", "adopt"]
