@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from pytest_dmlbench.measure import flops
 from pytest_dmlbench.world import adopt_group, execute, guard
@@ -16,7 +17,6 @@ FIRST_COUNT = """
 import json, sys
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-{preload}
 before = set(sys.modules)
 with FlopCounterMode(display=False) as mode:
     torch.ones(4, 4) @ torch.ones(4, 4)
@@ -25,18 +25,25 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
 
-def first_count_imports(preload: bool) -> list[str]:
-    """The modules a process's first FLOP count imports, in a fresh interpreter (nothing loaded before)."""
-    code = FIRST_COUNT.format(preload="from pytest_dmlbench.measure.flops import preload; preload()" if preload else "")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return [str(name) for name in json.loads(done.stdout)]
+def count_imports() -> list[str]:
+    """The modules a FLOP count imports in this process."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    before = set(sys.modules)
+    with FlopCounterMode(display=False) as mode:
+        torch.ones(4, 4) @ torch.ones(4, 4)
+    assert mode.get_total_flops() == 2 * 4 * 4 * 4
+    return sorted(set(sys.modules) - before)
 
 
 def test_after_the_preload_a_first_count_imports_nothing() -> None:
-    assert first_count_imports(preload=True) == []
-    # negative control: without it the first count imports torch's compiler stack (what each rank used to import)
-    assert "torch._dynamo" in first_count_imports(preload=False)
+    flops.preload()
+    assert count_imports() == []
+    # negative control: in a fresh interpreter without it, the first count imports torch's compiler stack (what each
+    # rank used to import)
+    done = subprocess.run([sys.executable, "-c", FIRST_COUNT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "torch._dynamo" in json.loads(done.stdout)
 
 
 def test_the_zygote_s_warm_up_preloads_the_counter(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -82,12 +83,24 @@ def _mapped_args(config: pytest.Config, root: Path, tree: Path) -> list[str]:
     return args
 
 
+def blocked_plugins(args: Sequence[str]) -> list[str]:
+    """The plugins a command line blocks (``-p no:NAME``, ``-pno:NAME``), each once, in its order."""
+    blocked: list[str] = []
+    for index, arg in enumerate(args):
+        value = args[index + 1] if arg == "-p" and index + 1 < len(args) else arg[2:] if arg.startswith("-p") else ""
+        if value.startswith("no:") and value not in blocked:
+            blocked.append(value)
+    return blocked
+
+
 def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
-    """The options B runs with: the same world, launcher, isolation and selection; no baselines, no
-    recursion, no xdist. Options at their defaults are left out, so that a REF whose plugin predates them
-    still starts."""
+    """The options B runs with: the same world, launcher, isolation and selection, the same plugins blocked on
+    the command line; no baselines, no recursion, no xdist. Options at their defaults are left out, so that a REF
+    whose plugin predates them still starts."""
+    blocked = [plugin for plugin in blocked_plugins(config.invocation_params.args) if plugin != "no:cacheprovider"]
     options = [
-        "-p", "no:cacheprovider", "--dmlbench", "--dmlbench-no-compare", "-o", "dmlbench_against=",
+        "-p", "no:cacheprovider", *(option for plugin in blocked for option in ("-p", plugin)),
+        "--dmlbench", "--dmlbench-no-compare", "-o", "dmlbench_against=",
         "--world-size", str(settings.world_size), "--dmlbench-backend", settings.backend,
         "--dmlbench-timeout", f"{settings.timeout_s:g}",
     ]

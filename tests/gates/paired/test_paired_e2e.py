@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,23 @@ ONLY_WORKING_TREE = """
 """
 
 
+# Each block server (the process given the paired channel) writes which plugins it runs with, where asked.
+SERVER_PLUGINS = """
+    import json, os, pathlib
+
+    def pytest_configure(config):
+        folder = os.environ.get("SERVER_PLUGINS_SEEN")
+        if folder and os.environ.get("DMLBENCH_PAIRED_FDS"):
+            names = sorted(name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None)
+            pathlib.Path(folder, f"{os.getpid()}.json").write_text(json.dumps(names))
+"""  # no word of that library in it: the inner runs block its plugin only where no file of the folder names it
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = make_repo(tmp_path_factory.mktemp("paired") / "repo", **{
         "lib.py": LIB_REF, "test_cases.py": CASES_REF + ONLY_REF, "pytest.ini": "[pytest]\n",
+        "conftest.py": SERVER_PLUGINS,
     })
     write_files(repo, **{  # the change under test: uncommitted, as a developer has it
         "lib.py": LIB_REF.replace("SLOW = 1.0", "SLOW = 2.5").replace("WIDTH = 8", "WIDTH = 16"),
@@ -87,9 +101,18 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     before = user_state(project)
     junit = project.parent / "junit.xml"
     results_json = project.parent / "results.json"
+    seen = project.parent / "server-plugins"
+    seen.mkdir()
     run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "--junitxml", str(junit),
-                     "--dmlbench-json", str(results_json), *SHORT_BLOCKS, timeout=900, COLUMNS=WIDE)
+                     "--dmlbench-json", str(results_json), *SHORT_BLOCKS, timeout=900, COLUMNS=WIDE,
+                     SERVER_PLUGINS_SEEN=str(seen))
     assert run.returncode == 1, run.output
+    # this run blocks Hypothesis's plugin (-p no:hypothesispytest, as every inner run of these tests that does not
+    # use it): both block servers run without it too, where it is installed and would load otherwise
+    assert "hypothesispytest" in {entry.name for entry in entry_points(group="pytest11")}
+    servers = [json.loads(path.read_text()) for path in seen.glob("*.json")]
+    assert len(servers) == 2 and all("dmlbench" in names for names in servers), servers
+    assert not [names for names in servers if "hypothesispytest" in names], servers
     assert user_state(project) == before  # REF ran from its own worktree; nothing of the user's changed
     run.lines.fnmatch_lines([
         "*step_time_s regressed against REF HEAD (*): * ms -> * ms, x* slower; threshold 50 %; "
