@@ -1,5 +1,5 @@
-"""The fork server of :mod:`tests.forkserver`: imports torch and pytest once, then for every request
-(one JSON line on stdin) forks a child that runs ``python -m pytest`` there; it answers the child's pid, then
+"""The fork server of :mod:`tests.forkserver`: imports torch and pytest once and says it is ready, then for every
+request (one JSON line on stdin) forks a child that runs ``python -m pytest`` there; it answers the child's pid, then
 its exit status (one JSON line each on stdout). Started by path, with nothing of ``tests`` imported."""
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def serve() -> None:
     gc.freeze()
 
     answer = sys.stdout
+    answer.write(json.dumps({"ready": 1}) + "\n")  # the client's first run waits for this, not its own timeout
+    answer.flush()
     for line in sys.stdin:
         request = json.loads(line)
         answer.flush()

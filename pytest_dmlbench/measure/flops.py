@@ -19,14 +19,12 @@ def preload() -> None:
     round. The import starts no thread and touches no device, so forking after it is safe. A torch whose
     ``torch._dynamo`` cannot be imported here (an unsupported Python) is left to the count itself, which reports
     its own error where it runs."""
-    import importlib
-
-    import torch.utils.flop_counter  # noqa: F401
+    import torch.utils.flop_counter
 
     try:
-        importlib.import_module("torch._dynamo")
+        import torch._dynamo  # noqa: F401
     except (ImportError, RuntimeError):  # the count in the rank meets the same error and reports it there
-        return
+        pass
 
 
 class FlopCount:

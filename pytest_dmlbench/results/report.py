@@ -85,7 +85,7 @@ def markdown_summary(results: RunResults, title: str = "pytest-dmlbench results"
         cause = verdict.inconclusive_cause
         kind = f"{verdict.kind} ({cause})" if cause is not None else verdict.kind
         lines += [f"### {kind}: `{nodeid}` {labelled(verdict.metric)}", "", "```", verdict.message, "```", ""]
-    noted = [(case.nodeid, case_notes(case)) for case in results.cases if case_notes(case)]
+    noted = [(case.nodeid, notes) for case in results.cases if (notes := case_notes(case))]
     if noted:
         lines += ["### notes", ""]
         lines += [f"- `{nodeid}`: {note}" for nodeid, notes in noted for note in notes]

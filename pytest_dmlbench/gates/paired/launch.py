@@ -85,12 +85,13 @@ def _mapped_args(config: pytest.Config, root: Path, tree: Path) -> list[str]:
 
 def blocked_plugins(args: Sequence[str]) -> list[str]:
     """The plugins a command line blocks (``-p no:NAME``, ``-pno:NAME``), each once, in its order."""
-    blocked: list[str] = []
-    for index, arg in enumerate(args):
-        value = args[index + 1] if arg == "-p" and index + 1 < len(args) else arg[2:] if arg.startswith("-p") else ""
-        if value.startswith("no:") and value not in blocked:
-            blocked.append(value)
-    return blocked
+    values = []
+    for arg, following in zip(args, [*args[1:], ""], strict=True):
+        if arg == "-p":
+            values.append(following)
+        elif arg.startswith("-p"):
+            values.append(arg[2:])
+    return list(dict.fromkeys(value for value in values if value.startswith("no:")))
 
 
 def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
