@@ -7,9 +7,13 @@ child per inner run; the child takes the run's folder, environment, arguments an
 pytest's console entry point as ``python -m pytest`` would, exiting as a process does (threads joined, exit
 handlers run).
 
-A run whose environment changes what an interpreter reads only at start-up (``PYTHON*``, ``LD_*``, thread-pool
-and torch variables) cannot be served by a fork of a process that has started already: :func:`forkable` says
-so, and such runs start a fresh interpreter. `DMLBENCH_TEST_FORKSERVER=0` turns the server off.
+A forked run's own ``python -m pytest`` runs (the paired gate's block servers) are forked from the same server:
+the run sees a launcher as ``sys.executable`` (:mod:`tests.forkserver_shim`).
+
+A run whose environment changes what an interpreter reads only at start-up (``PYTHON*`` but ``PYTHONPATH``,
+``LD_*``, allocator, thread-pool and torch variables) cannot be served by a fork of a process that has started
+already: :func:`forkable` says so, and such runs start a fresh interpreter. A child honours its own
+``PYTHONPATH`` by its ``sys.path``. `DMLBENCH_TEST_FORKSERVER=0` turns the server off.
 
 The server's own code is :mod:`tests.forkserver_main`, started by path so that nothing of ``tests`` is
 imported into the processes it forks.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,10 +33,9 @@ import threading
 import time
 from pathlib import Path
 
+from tests.forkserver_main import startup_environment
+
 SERVER_MAIN = Path(__file__).with_name("forkserver_main.py")
-# What an interpreter reads only while it starts (or torch reads while it is imported): a run whose environment
-# differs from the server's in one of these gets a fresh interpreter.
-STARTUP_PREFIXES = ("PYTHON", "LD_", "OMP_", "MKL_", "KMP_", "GOMP_", "TORCH_", "CUDA_", "NCCL_", "MALLOC_")
 ENABLED_ENV = "DMLBENCH_TEST_FORKSERVER"
 STARTUP_TIMEOUT_S = 300.0  # the server's imports (torch and its compiler stack) on a loaded machine
 
@@ -40,11 +44,6 @@ def enabled() -> bool:
     """Whether inner runs are forked: yes unless ``DMLBENCH_TEST_FORKSERVER=0``, which starts an interpreter for
     every run (as before the fork server; for telling a difference of the fork apart)."""
     return os.environ.get(ENABLED_ENV, "1") != "0"
-
-
-def startup_environment(env: dict[str, str]) -> dict[str, str]:
-    """The part of ``env`` that an interpreter reads only while it starts."""
-    return {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES)}
 
 
 def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
@@ -63,9 +62,10 @@ class ForkServer:
         self.env = dict(env)
         self.lock = threading.Lock()  # one run at a time: requests and replies share one pipe
         self.started = False  # the server said it has done its imports
+        self.folder = tempfile.mkdtemp(prefix="fs-")  # its socket and launcher: short, and outliving any run
         self.process = subprocess.Popen(
-            [sys.executable, str(SERVER_MAIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env,
-            cwd=tempfile.gettempdir(), text=True, bufsize=1)
+            [sys.executable, str(SERVER_MAIN), self.folder], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=self.env, cwd=tempfile.gettempdir(), text=True, bufsize=1)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -117,6 +117,7 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _SERVERS: list[ForkServer] = []

@@ -1,55 +1,253 @@
-"""The fork server of :mod:`tests.forkserver`: imports torch and pytest once and says it is ready, then for every
-request (one JSON line on stdin) forks a child that runs ``python -m pytest`` there; it answers the child's pid, then
-its exit status (one JSON line each on stdout). Started by path, with nothing of ``tests`` imported."""
+"""The fork server of :mod:`tests.forkserver`: imports torch and pytest once and says it is ready, then forks a child
+per ``python -m pytest`` it is asked for, which becomes that run (its folder, environment, ``PYTHONPATH``,
+arguments and files). Started by path, with nothing of ``tests`` imported.
+
+Two kinds of requests arrive:
+
+- an inner run, one JSON line on stdin from :class:`tests.forkserver.ForkServer`: the server answers the child's
+  pid, then its exit status (one JSON line each on stdout);
+- a ``python -m pytest`` that a forked run starts itself (the paired gate's two block servers), through the
+  interpreter a forked run sees as ``sys.executable``: a launcher that runs :mod:`tests.forkserver_shim`. The
+  shim sends its arguments, folder, environment and open file descriptors over the server's Unix socket; the
+  child takes the descriptors at the same numbers, and the shim stands for the child (its exit status, its
+  death: the child is killed when the shim is). Anything else the launcher starts runs the real interpreter.
+
+A request whose environment differs from the server's in what only an interpreter's start reads
+(:data:`STARTUP_PREFIXES`, ``PYTHONPATH`` aside, which a child honours by its ``sys.path``) is not forked.
+"""
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import gc
 import json
 import os
+import select
+import selectors
+import shlex
+import socket
 import sys
 import tempfile
 import threading
 from typing import Any
 
-
-def run_child(request: dict[str, Any]) -> int:
-    """In the forked child: become ``python -m pytest ARGS`` in the request's folder and environment."""
-    import pytest
-
-    try:  # what `python -m pytest` calls (pytest.console_main warns that it is not for programmatic use)
-        from _pytest.config import _console_main as console_main
-    except ImportError:  # pytest before 9.1
-        console_main = pytest.console_main
-
-    os.setpgid(0, 0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    for fd, path in ((1, request["out"]), (2, request["err"])):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(target, fd)
-        os.close(target)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    tempfile.tempdir = None  # TMPDIR is read again
-    sys.path[0] = request["cwd"]  # as `python -m pytest` in that folder has it (PYTHONPATH is the server's)
-    sys.argv = [pytest.__file__, *request["args"]]
-    try:
-        code = console_main()
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    threading._shutdown()  # type: ignore[attr-defined]  # as an interpreter's exit waits for its threads
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return int(code)
+# What an interpreter reads only while it starts (or torch reads while it is imported): a run whose environment
+# differs from the server's in one of these gets a fresh interpreter. PYTHONPATH aside: a child puts its entries
+# on sys.path where an interpreter would.
+STARTUP_PREFIXES = ("PYTHON", "LD_", "OMP_", "MKL_", "KMP_", "GOMP_", "TORCH_", "CUDA_", "NCCL_", "MALLOC_")
+PYTHONPATH = "PYTHONPATH"
+SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver_shim.py")
+MAX_FDS = 64  # descriptors a shim may hand over (its standard three, the paired channel's two, its lifeline)
 
 
-def serve() -> None:
+def startup_environment(env: dict[str, str]) -> dict[str, str]:
+    """The part of ``env`` that an interpreter reads only while it starts, ``PYTHONPATH`` left out."""
+    return {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES) and k != PYTHONPATH}
+
+
+def path_entries(env: dict[str, str]) -> list[str]:
+    return [entry for entry in env.get(PYTHONPATH, "").split(os.pathsep) if entry]
+
+
+class Server:
+    """The server's state: its socket, the launcher its children see as ``sys.executable``, the descriptors a
+    child must not keep, and the runs it waits for."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder  # the client's, for the socket and the launcher; it outlives every run's TMPDIR
+        self.env = dict(os.environ)
+        given = set(path_entries(self.env)) | {os.path.abspath(p) for p in path_entries(self.env)}
+        self.base_path = [entry for entry in sys.path[1:] if entry not in given]  # without the server's PYTHONPATH
+        self.socket_path = os.path.join(self.folder, "socket")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.socket_path)
+        self.listener.listen(16)
+        self.launcher = os.path.join(self.folder, "python")
+        with open(self.launcher, "w") as launcher:
+            command = [sys.executable, "-I", "-S", SHIM, self.socket_path, sys.executable]
+            launcher.write(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
+        os.chmod(self.launcher, 0o755)
+        self.selector = selectors.DefaultSelector()
+        self.waiting: dict[int, tuple[int, socket.socket | None]] = {}  # pidfd -> (pid, the shim's connection)
+        self.stdin_buffer = b""
+
+    def own_fds(self) -> list[int]:
+        """What a child closes: the socket, the selector, the pidfds and shim connections of other runs."""
+        conns = [conn.fileno() for _, conn in self.waiting.values() if conn is not None]
+        return [self.listener.fileno(), self.selector.fileno(), *self.waiting, *conns]
+
+    def become_pytest(self, args: list[str], cwd: str, env: dict[str, str]) -> int:
+        """In a forked child: run ``python -m pytest ARGS`` in ``cwd`` with ``env``, exiting as a process does."""
+        import importlib
+
+        import pytest
+
+        try:  # what `python -m pytest` calls (pytest.console_main warns that it is not for programmatic use)
+            from _pytest.config import _console_main as console_main
+        except ImportError:  # pytest before 9.1
+            console_main = pytest.console_main
+
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        tempfile.tempdir = None  # TMPDIR is read again
+        # as `python -m pytest` in that folder with that PYTHONPATH has it
+        sys.path[:] = [cwd, *path_entries(env), *self.base_path]
+        importlib.invalidate_caches()
+        sys.argv = [pytest.__file__, *args]
+        sys.executable = self.launcher  # what this run starts as `python -m pytest` is forked too
+        try:
+            code = console_main()
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        threading._shutdown()  # type: ignore[attr-defined]  # as an interpreter's exit waits for its threads
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return int(code)
+
+    def fork(self, setup: Any, args: list[str], cwd: str, env: dict[str, str]) -> int:
+        """Fork a child that runs ``setup()`` (its descriptors) and then the run; the child's pid."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                for fd in self.own_fds():
+                    os.close(fd)
+                setup()
+                code = self.become_pytest(args, cwd, env)
+            finally:
+                os._exit(code)
+        return pid
+
+    def wait_for(self, pid: int, conn: socket.socket | None) -> None:
+        pidfd = os.pidfd_open(pid)
+        self.waiting[pidfd] = (pid, conn)
+        self.selector.register(pidfd, selectors.EVENT_READ, "exited")
+
+    def serve_inner_run(self, request: dict[str, Any]) -> None:
+        def setup() -> None:
+            os.setpgid(0, 0)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+            for fd, path in ((1, request["out"]), (2, request["err"])):
+                target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(target, fd)
+                os.close(target)
+
+        pid = self.fork(setup, request["args"], request["cwd"], request["env"])
+        answer(sys.stdout, {"pid": pid})
+        self.wait_for(pid, None)
+
+    def serve_shim(self, conn: socket.socket) -> None:
+        """A shim's request: its message, then its descriptors (each to take at the number it lists), its lifeline
+        last."""
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 16, MAX_FDS)
+        while not data.endswith(b"\n"):
+            more = conn.recv(1 << 16)
+            if not more:
+                break
+            data += more
+        request = json.loads(data)
+        forkable = (request["args"][:2] == ["-m", "pytest"]
+                    and startup_environment(request["env"]) == startup_environment(self.env))
+        if not forkable or len(fds) != len(request["fds"]) + 1:
+            for fd in fds:
+                os.close(fd)
+            answer_socket(conn, {"forked": False})
+            conn.close()
+            return
+
+        def setup() -> None:
+            try:  # the shim's process group, as the server it stands for would be in
+                os.setpgid(0, request["pgid"])
+            except OSError:
+                os.setpgid(0, 0)
+            # all out of the way of the numbers they go to, then each to its number; the lifeline stays above
+            floor = max([*request["fds"], *fds]) + 1
+            *moved, lifeline = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in fds]
+            for fd in fds:
+                os.close(fd)
+            for source, target in zip(moved, request["fds"], strict=True):
+                os.dup2(source, target)
+                os.close(source)
+            # killed when the shim ends: its end of the lifeline closes, and the kernel sends SIGIO (whose default
+            # action ends a process) to this child
+            fcntl.fcntl(lifeline, fcntl.F_SETOWN, os.getpid())
+            fcntl.fcntl(lifeline, fcntl.F_SETFL, fcntl.fcntl(lifeline, fcntl.F_GETFL) | os.O_ASYNC)
+            if select.select([lifeline], [], [], 0)[0]:  # the shim ended before the signal was armed
+                os._exit(1)
+
+        pid = self.fork(setup, request["args"][2:], request["cwd"], request["env"])
+        for fd in fds:
+            os.close(fd)
+        answer_socket(conn, {"forked": True, "pid": pid})
+        self.wait_for(pid, conn)
+
+    def reap(self, pidfd: int) -> None:
+        pid, conn = self.waiting.pop(pidfd)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        reply = {"returncode": os.waitstatus_to_exitcode(status)}
+        if conn is None:
+            answer(sys.stdout, reply)
+        else:
+            try:
+                answer_socket(conn, reply)
+            except OSError:
+                pass  # the shim is gone (killed): nobody waits for this run's status
+            conn.close()
+
+    def stdin_lines(self) -> list[str] | None:
+        """The complete request lines read from stdin; None when stdin has closed."""
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            return None
+        self.stdin_buffer += chunk
+        *lines, self.stdin_buffer = self.stdin_buffer.split(b"\n")
+        return [line.decode() for line in lines if line.strip()]
+
+    def serve(self) -> None:
+        self.selector.register(0, selectors.EVENT_READ, "stdin")
+        self.selector.register(self.listener, selectors.EVENT_READ, "socket")
+        answer(sys.stdout, {"ready": 1})  # the client's first run waits for this, not its own timeout
+        while True:
+            for key, _ in self.selector.select():
+                if key.data == "stdin":
+                    lines = self.stdin_lines()
+                    if lines is None:
+                        return
+                    for line in lines:
+                        self.serve_inner_run(json.loads(line))
+                elif key.data == "socket":
+                    conn, _ = self.listener.accept()
+                    self.serve_shim(conn)
+                else:
+                    self.reap(int(key.fd))
+
+    def close(self) -> None:
+        self.listener.close()
+        for path in (self.socket_path, self.launcher):
+            os.unlink(path)
+
+
+def answer(stream: Any, message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message) + "\n")
+    stream.flush()
+
+
+def answer_socket(conn: socket.socket, message: dict[str, Any]) -> None:
+    conn.sendall((json.dumps(message) + "\n").encode())
+
+
+def main() -> None:
     # The imports every child would repeat. Not the plugin: pytest may mark it for assertion rewriting, which it
     # cannot do to a module imported already (PytestAssertRewriteWarning in every child's output).
     # With torch: what the plugin's zygote imports for its ranks' flop counter (pytest_dmlbench.measure.flops.preload),
@@ -63,27 +261,12 @@ def serve() -> None:
     # over torch's objects: a one-case inner run, forked, took 1.64 s instead of 2.03 s (medians of four, side by
     # side, 2026-11-30).
     gc.freeze()
-
-    answer = sys.stdout
-    answer.write(json.dumps({"ready": 1}) + "\n")  # the client's first run waits for this, not its own timeout
-    answer.flush()
-    for line in sys.stdin:
-        request = json.loads(line)
-        answer.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = run_child(request)
-            finally:
-                os._exit(code)
-        answer.write(json.dumps({"pid": pid}) + "\n")
-        answer.flush()
-        _, status = os.waitpid(pid, 0)
-        answer.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
-        answer.flush()
+    server = Server(sys.argv[1])
+    try:
+        server.serve()
+    finally:
+        server.close()
 
 
 if __name__ == "__main__":
-    serve()
+    main()

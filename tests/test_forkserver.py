@@ -1,7 +1,8 @@
-"""Inner pytest runs forked from a server that has imported torch and the plugin (tests/forkserver.py) behave as a
+"""Inner pytest runs forked from a server that has imported torch and pytest (tests/forkserver.py) behave as a
 fresh ``python -m pytest`` would: the same exit status and output, the run's own folder, environment, ``TMPDIR``
 and ``PYTHONPATH``, a run killed at its timeout, and a fresh interpreter where only one can honour the
-environment."""
+environment. So do the ``python -m pytest`` runs a forked run starts itself (the paired gate's block servers):
+forked from the same server, with their descriptors, ending and killed as one process."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import forkserver
-from tests.conftest import clean_env, run_pytest, write_files
+from tests.conftest import clean_env, write_files
 
 CASES = """
     import gc, os, sys, tempfile, time
@@ -74,11 +75,17 @@ def test_a_forked_run_ends_and_reports_as_a_fresh_one(server: forkserver.ForkSer
     assert elsewhere.returncode == 5 and "no tests ran" in elsewhere.stdout
 
 
-def test_a_run_with_its_own_pythonpath_gets_a_fresh_interpreter_that_honours_it(tmp_path: Path) -> None:
+def test_a_run_with_its_own_pythonpath_is_forked_and_honours_it(server: forkserver.ForkServer, tmp_path: Path) -> None:
     folder, env = project(tmp_path)
-    run = run_pytest(folder, "-s", "-q", "-k", "pythonpath", PYTHONPATH=str(folder / "extra"),
-                     EXPECTED_CWD=env["EXPECTED_CWD"], MARK=env["MARK"], TMPDIR=env["TMPDIR"])
-    assert run.returncode == 0 and "extra from PYTHONPATH" in run.output, run.output
+    env = env | {"PYTHONPATH": str(folder / "extra")}
+    assert forkserver.forkable(env, server.env)
+    args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-s", "-q", "-k", "pythonpath or its_world"]
+    forked = server.run(args, folder, env, timeout=120)
+    assert forked.returncode == 0 and "extra from PYTHONPATH" in forked.stdout, forked.stdout + forked.stderr
+    assert "frozen True" in forked.stdout
+    # negative control: without it, the module is not found
+    alone = server.run(args, folder, {k: v for k, v in env.items() if k != "PYTHONPATH"}, timeout=120)
+    assert alone.returncode == 1 and "No module named 'on_path'" in alone.stdout, alone.stdout
 
 
 def test_a_run_past_its_timeout_is_killed_and_the_server_serves_the_next(
@@ -93,6 +100,76 @@ def test_a_run_past_its_timeout_is_killed_and_the_server_serves_the_next(
 def test_what_only_an_interpreter_s_start_reads_gets_a_fresh_one() -> None:
     base = {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"}
     assert forkserver.forkable(base | {"TMPDIR": "/elsewhere", "SLOWDOWN": "2"}, base)
-    for changed in ({"PYTHONPATH": "/x"}, {"LD_PRELOAD": "libtcmalloc.so"}, {"OMP_NUM_THREADS": "1"},
+    assert forkserver.forkable(base | {"PYTHONPATH": "/x"}, base)  # a child puts it on its sys.path
+    for changed in ({"LD_PRELOAD": "libtcmalloc.so"}, {"OMP_NUM_THREADS": "1"},
                     {"PYTHONDONTWRITEBYTECODE": ""}):
         assert not forkserver.forkable(base | changed, base), changed
+
+
+STARTS_PYTEST = '''
+    import gc, os, signal, subprocess, sys, time
+    from pathlib import Path
+
+    INNER = """
+    import gc, os, time
+
+    def test_reports_through_its_channel():
+        os.write(int(os.environ["CHANNEL"]), f"frozen={gc.get_freeze_count() > 0} pid={os.getpid()}".encode())
+        if os.environ.get("HANG"):
+            time.sleep(600)
+        assert not os.environ.get("FAIL"), "asked to fail"
+    """
+
+    def start(tmp_path, **env):
+        (tmp_path / "test_inner.py").write_text(INNER)
+        read, write = os.pipe()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"],
+            cwd=tmp_path, env=dict(os.environ, CHANNEL=str(write), **env), pass_fds=(write,),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        os.close(write)
+        return process, read
+
+    def heard(read):
+        return dict(item.split("=") for item in os.read(read, 200).decode().split())
+
+    def test_a_pytest_it_starts_is_forked_takes_its_descriptors_and_ends_as_it_does(tmp_path):
+        process, read = start(tmp_path, FAIL="1")
+        output, _ = process.communicate(timeout=120)
+        assert heard(read)["frozen"] == "True"  # forked from the server
+        assert os.read(read, 1) == b""  # the channel ends with the run: nobody else holds its writing end
+        assert process.returncode == 1 and "asked to fail" in output, output
+
+    def test_a_start_up_variable_gets_a_fresh_interpreter(tmp_path):
+        process, read = start(tmp_path, OMP_NUM_THREADS="1")
+        output, _ = process.communicate(timeout=300)
+        assert heard(read)["frozen"] == "False" and process.returncode == 0, output
+
+    def test_killing_it_kills_the_run_it_stands_for(tmp_path):
+        process, read = start(tmp_path, HANG="1")
+        pid = int(heard(read)["pid"])
+        process.kill()
+        assert process.wait(timeout=60) == -signal.SIGKILL
+        for _ in range(600):
+            if not Path(f"/proc/{pid}").exists() or "State:\\tZ" in Path(f"/proc/{pid}/status").read_text():
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the run {pid} outlived the process that stood for it")
+
+    def test_anything_else_runs_the_real_interpreter():
+        done = subprocess.run([sys.executable, "-c", "import sys; print(sys.executable)"], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() != sys.executable, done
+        assert Path(done.stdout.strip()).name.startswith("python")
+'''
+
+
+def test_what_a_forked_run_starts_as_python_m_pytest_is_forked_too(server: forkserver.ForkServer,
+                                                                    tmp_path: Path) -> None:
+    """The paired gate's block servers are ``python -m pytest`` runs that an inner run starts: forked from the same
+    server, holding the descriptors they were given, ending (and killed) as one process."""
+    write_files(tmp_path, **{"test_starts.py": STARTS_PYTEST, "pytest.ini": "[pytest]\n"})
+    args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q"]
+    run = server.run(args, tmp_path, clean_env(), timeout=600)
+    assert run.returncode == 0 and "4 passed" in run.stdout, run.stdout + run.stderr
