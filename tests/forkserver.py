@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.forkserver_main import startup_environment
+from tests.forkserver_main import LAUNCHER, startup_environment
 
 SERVER_MAIN = Path(__file__).with_name("forkserver_main.py")
 ENABLED_ENV = "DMLBENCH_TEST_FORKSERVER"
@@ -83,15 +83,25 @@ class ForkServer:
             reply: dict[str, int] = json.loads(line)
             return reply
 
+    def wait_ready(self) -> None:
+        """Wait until the server has done its imports (a run's timeout counts the run, not them)."""
+        if not self.started:
+            assert self._reply(time.monotonic() + STARTUP_TIMEOUT_S) == {"ready": 1}
+            self.started = True
+
+    def launcher(self) -> str:
+        """The interpreter to start where a run would be forked from this server (:mod:`tests.forkserver_shim`)."""
+        with self.lock:
+            self.wait_ready()
+        return str(Path(self.folder, LAUNCHER))
+
     def run(self, args: list[str], cwd: Path, env: dict[str, str],
             timeout: float) -> subprocess.CompletedProcess[str]:
         """``python -m pytest ARGS`` in ``cwd`` with ``env``, forked; raises ``subprocess.TimeoutExpired`` (the run
         killed) as ``subprocess.run`` does."""
         assert self.process.stdin is not None
         with self.lock, tempfile.TemporaryDirectory(prefix="fs-") as scratch:
-            if not self.started:  # a run's timeout counts the run, not the server's imports
-                assert self._reply(time.monotonic() + STARTUP_TIMEOUT_S) == {"ready": 1}
-                self.started = True
+            self.wait_ready()
             out, err = Path(scratch, "out"), Path(scratch, "err")
             request = {"args": args, "cwd": str(cwd), "env": env, "out": str(out), "err": str(err)}
             self.process.stdin.write(json.dumps(request) + "\n")
@@ -133,6 +143,13 @@ def server_for(env: dict[str, str]) -> ForkServer | None:
     if not _SERVERS:
         _SERVERS.append(ForkServer(env))
     return _SERVERS[0] if forkable(env, _SERVERS[0].env) else None
+
+
+def python(env: dict[str, str]) -> str:
+    """The interpreter for a test to start ``python -m pytest``, torchrun or pytest-xdist with in ``env``: the fork
+    server's launcher, which forks what it can (:mod:`tests.forkserver_main`), else ``sys.executable``."""
+    server = server_for(env)
+    return sys.executable if server is None else server.launcher()
 
 
 def close_servers() -> None:

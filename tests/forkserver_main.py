@@ -1,16 +1,18 @@
 """The fork server of :mod:`tests.forkserver`: imports torch and pytest once and says it is ready, then forks a child
-per ``python -m pytest`` it is asked for, which becomes that run (its folder, environment, ``PYTHONPATH``,
-arguments and files). Started by path, with nothing of ``tests`` imported.
+per interpreter it is asked for, which becomes that run (its folder, environment, ``PYTHONPATH``, arguments and
+files). Started by path, with nothing of ``tests`` imported.
 
 Two kinds of requests arrive:
 
 - an inner run, one JSON line on stdin from :class:`tests.forkserver.ForkServer`: the server answers the child's
   pid, then its exit status (one JSON line each on stdout);
-- a ``python -m pytest`` that a forked run starts itself (the paired gate's two block servers), through the
-  interpreter a forked run sees as ``sys.executable``: a launcher that runs :mod:`tests.forkserver_shim`. The
-  shim sends its arguments, folder, environment and open file descriptors over the server's Unix socket; the
-  child takes the descriptors at the same numbers, and the shim stands for the child (its exit status, its
-  death: the child is killed when the shim is). Anything else the launcher starts runs the real interpreter.
+- an interpreter that a forked run (or a test, through :func:`tests.forkserver.python`) starts itself, through a
+  launcher it sees as ``sys.executable`` that runs :mod:`tests.forkserver_shim`: ``python -m pytest`` (the paired
+  gate's two block servers, torchrun's workers), torchrun's agent, pytest-xdist's workers (:data:`FORKED_MODULES`,
+  :data:`FORKED_CODE`). The shim sends its arguments, folder, environment and open file descriptors over the
+  server's Unix socket; the child takes the descriptors at the same numbers, and the shim stands for the child
+  (its exit status, its death: the child is killed when the shim is). Anything else the launcher starts runs the
+  real interpreter.
 
 A request whose environment differs from the server's in what only an interpreter's start reads
 (:data:`STARTUP_PREFIXES`, ``PYTHONPATH`` aside, which a child honours by its ``sys.path``) is not forked.
@@ -19,10 +21,14 @@ A request whose environment differs from the server's in what only an interprete
 from __future__ import annotations
 
 import atexit
+import builtins
 import fcntl
 import gc
+import importlib
+import io
 import json
 import os
+import runpy
 import select
 import selectors
 import shlex
@@ -30,7 +36,10 @@ import socket
 import sys
 import tempfile
 import threading
-from typing import Any
+import traceback
+import types
+from dataclasses import dataclass
+from typing import Any, Literal
 
 # What an interpreter reads only while it starts (or torch reads while it is imported): a run whose environment
 # differs from the server's in one of these gets a fresh interpreter. PYTHONPATH aside: a child puts its entries
@@ -38,6 +47,7 @@ from typing import Any
 STARTUP_PREFIXES = ("PYTHON", "LD_", "OMP_", "MKL_", "KMP_", "GOMP_", "TORCH_", "CUDA_", "NCCL_", "MALLOC_")
 PYTHONPATH = "PYTHONPATH"
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver_shim.py")
+LAUNCHER = "python"  # the launcher's name in the server's folder
 MAX_FDS = 64  # descriptors a shim may hand over (its standard three, the paired channel's two, its lifeline)
 
 
@@ -48,6 +58,71 @@ def startup_environment(env: dict[str, str]) -> dict[str, str]:
 
 def path_entries(env: dict[str, str]) -> list[str]:
     return [entry for entry in env.get(PYTHONPATH, "").split(os.pathsep) if entry]
+
+
+# What a forked run starts often enough to fork too: pytest (the paired gate's block servers, torchrun's workers),
+# torchrun's agent, and pytest-xdist's workers (execnet's bootstrap line). Anything else (Ray's processes among them)
+# runs the real interpreter.
+FORKED_MODULES = ("pytest", "torch.distributed.run")
+FORKED_CODE = ("import sys;exec(eval(sys.stdin.readline()))",)
+
+
+@dataclass(frozen=True)
+class Command:
+    """What ``python [-u] [-B] (-m MODULE | -c CODE) ARGS...`` asks for, where a forked child can run it."""
+
+    kind: Literal["module", "code"]
+    target: str  # the module's name, or the code
+    args: list[str]
+    unbuffered: bool = False
+    no_bytecode: bool = False
+
+
+def parse_command(argv: list[str]) -> Command | None:
+    """The command an interpreter's arguments give, or None where it is not one to fork (any option but ``-u`` and
+    ``-B``, a module or code not in :data:`FORKED_MODULES` or :data:`FORKED_CODE`, a script)."""
+    options = set()
+    while argv and argv[0] in ("-u", "-B"):
+        options.add(argv[0])
+        argv = argv[1:]
+    if len(argv) < 2 or (argv[0], argv[1]) not in [*(("-m", m) for m in FORKED_MODULES),
+                                                    *(("-c", c) for c in FORKED_CODE)]:
+        return None
+    return Command("module" if argv[0] == "-m" else "code", argv[1], argv[2:], unbuffered="-u" in options,
+                   no_bytecode="-B" in options)
+
+
+def run(command: Command) -> int:
+    """Run ``command`` in this process as ``python`` would, in a ``__main__`` of its own; its exit status."""
+    if command.target == "pytest":
+        import pytest
+
+        try:  # what `python -m pytest` calls (pytest.console_main warns that it is not for programmatic use)
+            from _pytest.config import _console_main as console_main
+        except ImportError:  # pytest before 9.1
+            console_main = pytest.console_main
+        sys.argv = [pytest.__file__, *command.args]
+        return int(console_main())
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    if command.kind == "module":
+        sys.argv = ["-m", *command.args]
+        runpy._run_module_as_main(command.target)  # type: ignore[attr-defined]  # what python -m calls
+    else:
+        sys.argv = ["-c", *command.args]
+        exec(compile(command.target, "<string>", "exec"), main.__dict__)
+    return 0
+
+
+def exit_status(stop: SystemExit) -> int:
+    """The status an interpreter ends with on ``stop``: its code, 0 for None, else 1 with the code printed."""
+    if stop.code is None:
+        return 0
+    if isinstance(stop.code, int):
+        return stop.code
+    print(stop.code, file=sys.stderr)
+    return 1
 
 
 class Server:
@@ -63,7 +138,7 @@ class Server:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(self.socket_path)
         self.listener.listen(16)
-        self.launcher = os.path.join(self.folder, "python")
+        self.launcher = os.path.join(self.folder, LAUNCHER)
         with open(self.launcher, "w") as launcher:
             command = [sys.executable, "-I", "-S", SHIM, self.socket_path, sys.executable]
             launcher.write(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
@@ -77,39 +152,40 @@ class Server:
         conns = [conn.fileno() for _, conn in self.waiting.values() if conn is not None]
         return [self.listener.fileno(), self.selector.fileno(), *self.waiting, *conns]
 
-    def become_pytest(self, args: list[str], cwd: str, env: dict[str, str]) -> int:
-        """In a forked child: run ``python -m pytest ARGS`` in ``cwd`` with ``env``, exiting as a process does."""
-        import importlib
-
-        import pytest
-
-        try:  # what `python -m pytest` calls (pytest.console_main warns that it is not for programmatic use)
-            from _pytest.config import _console_main as console_main
-        except ImportError:  # pytest before 9.1
-            console_main = pytest.console_main
-
+    def become(self, command: Command, cwd: str, env: dict[str, str]) -> int:
+        """In a forked child: run ``command`` as ``python`` would in ``cwd`` with ``env``, exiting as a process
+        does."""
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
         tempfile.tempdir = None  # TMPDIR is read again
-        # as `python -m pytest` in that folder with that PYTHONPATH has it
-        sys.path[:] = [cwd, *path_entries(env), *self.base_path]
+        first = cwd if command.kind == "module" else ""
+        sys.path[:] = [first, *path_entries(env), *self.base_path]  # as python puts them, with that PYTHONPATH
         importlib.invalidate_caches()
-        sys.argv = [pytest.__file__, *args]
-        sys.executable = self.launcher  # what this run starts as `python -m pytest` is forked too
+        sys.executable = self.launcher  # what this run starts with `python` is forked too, where it can be
+        if command.no_bytecode:
+            sys.dont_write_bytecode = True
+        if command.unbuffered:  # as python -u sets them up: no buffer under the text layer
+            for fd, name in ((1, "stdout"), (2, "stderr")):
+                old = getattr(sys, name)
+                setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=old.encoding,
+                                                    errors=old.errors, write_through=True))
         try:
-            code = console_main()
+            code = run(command)
         except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            code = exit_status(stop)
+        except BaseException:  # as an interpreter reports an uncaught exception: its traceback, status 1
+            traceback.print_exc()
+            code = 1
         sys.stdout.flush()
         sys.stderr.flush()
         threading._shutdown()  # type: ignore[attr-defined]  # as an interpreter's exit waits for its threads
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
-        return int(code)
+        return code
 
-    def fork(self, setup: Any, args: list[str], cwd: str, env: dict[str, str]) -> int:
+    def fork(self, setup: Any, command: Command, cwd: str, env: dict[str, str]) -> int:
         """Fork a child that runs ``setup()`` (its descriptors) and then the run; the child's pid."""
         sys.stdout.flush()
         sys.stderr.flush()
@@ -120,7 +196,7 @@ class Server:
                 for fd in self.own_fds():
                     os.close(fd)
                 setup()
-                code = self.become_pytest(args, cwd, env)
+                code = self.become(command, cwd, env)
             finally:
                 os._exit(code)
         return pid
@@ -141,7 +217,7 @@ class Server:
                 os.dup2(target, fd)
                 os.close(target)
 
-        pid = self.fork(setup, request["args"], request["cwd"], request["env"])
+        pid = self.fork(setup, Command("module", "pytest", request["args"]), request["cwd"], request["env"])
         answer(sys.stdout, {"pid": pid})
         self.wait_for(pid, None)
 
@@ -155,9 +231,9 @@ class Server:
                 break
             data += more
         request = json.loads(data)
-        forkable = (request["args"][:2] == ["-m", "pytest"]
-                    and startup_environment(request["env"]) == startup_environment(self.env))
-        if not forkable or len(fds) != len(request["fds"]) + 1:
+        command = parse_command(request["args"])
+        forkable = command is not None and startup_environment(request["env"]) == startup_environment(self.env)
+        if command is None or not forkable or len(fds) != len(request["fds"]) + 1:
             for fd in fds:
                 os.close(fd)
             answer_socket(conn, {"forked": False})
@@ -184,7 +260,7 @@ class Server:
             if select.select([lifeline], [], [], 0)[0]:  # the shim ended before the signal was armed
                 os._exit(1)
 
-        pid = self.fork(setup, request["args"][2:], request["cwd"], request["env"])
+        pid = self.fork(setup, command, request["cwd"], request["env"])
         for fd in fds:
             os.close(fd)
         answer_socket(conn, {"forked": True, "pid": pid})

@@ -31,7 +31,7 @@ def open_fds() -> list[int]:
 
 def main() -> None:
     socket_path, python, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    if args[:2] != ["-m", "pytest"]:
+    if not any(arg in ("-m", "-c") for arg in args[:3]):  # not one the server forks (it says which it does)
         os.execv(python, [python, *args])
     fds = open_fds()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

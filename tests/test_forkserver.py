@@ -15,6 +15,7 @@ import pytest
 
 from tests import forkserver
 from tests.conftest import clean_env, write_files
+from tests.forkserver_main import Command, parse_command
 
 CASES = """
     import gc, os, sys, tempfile, time
@@ -157,6 +158,12 @@ STARTS_PYTEST = '''
         else:
             raise AssertionError(f"the run {pid} outlived the process that stood for it")
 
+    def test_an_xdist_worker_is_forked_with_a_main_of_its_own_and_unbuffered_output():
+        line = repr("import gc, sys; print(gc.get_freeze_count() > 0, __name__, sys.argv, sys.stdout.write_through)")
+        done = subprocess.run([sys.executable, "-u", "-c", "import sys;exec(eval(sys.stdin.readline()))"],
+                              input=line + "\\n", capture_output=True, text=True, timeout=120)
+        assert (done.returncode, done.stdout) == (0, "True __main__ ['-c'] True\\n"), done
+
     def test_anything_else_runs_the_real_interpreter():
         done = subprocess.run([sys.executable, "-c", "import sys; print(sys.executable)"], capture_output=True,
                               text=True, timeout=120)
@@ -172,4 +179,15 @@ def test_what_a_forked_run_starts_as_python_m_pytest_is_forked_too(server: forks
     write_files(tmp_path, **{"test_starts.py": STARTS_PYTEST, "pytest.ini": "[pytest]\n"})
     args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q"]
     run = server.run(args, tmp_path, clean_env(), timeout=600)
-    assert run.returncode == 0 and "4 passed" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "5 passed" in run.stdout, run.stdout + run.stderr
+
+
+def test_the_commands_forked_are_pytest_torchrun_and_xdist_workers() -> None:
+    bootstrap = "import sys;exec(eval(sys.stdin.readline()))"
+    assert parse_command(["-m", "pytest", "-q"]) == Command("module", "pytest", ["-q"])
+    assert parse_command(["-u", "-m", "torch.distributed.run", "x.py"]) == Command(
+        "module", "torch.distributed.run", ["x.py"], unbuffered=True)
+    assert parse_command(["-u", "-B", "-c", bootstrap]) == Command("code", bootstrap, [], unbuffered=True,
+                                                                    no_bytecode=True)
+    for other in (["-c", "print(1)"], ["-m", "json.tool"], ["script.py"], ["-X", "dev", "-m", "pytest"], ["-m"]):
+        assert parse_command(other) is None, other

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
+from tests import forkserver
 from tests.conftest import Outcome, clean_env, python_m_pytest, run_pytest, write_files
 
 # Hypothesis loads its derandomized "ci" profile when a CI variable is set (as in this repository's CI);
@@ -259,10 +259,11 @@ LAUNCHED = """
 
 def test_lockstep_under_torchrun_uses_the_launchers_store(tmp_path: Path) -> None:
     write_files(tmp_path, **{"test_launched.py": LAUNCHED, "pytest.ini": "[pytest]\n"})
+    env = clean_env()
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
-         "-m", "pytest", "-p", "no:cacheprovider", "--dmlbench", "test_launched.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env(),
+        [forkserver.python(env), "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+         "--nproc-per-node", "2", "-m", "pytest", "-p", "no:cacheprovider", "--dmlbench", "test_launched.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
     )
     result = Outcome(proc.returncode, proc.stdout + proc.stderr)
     assert result.returncode != 0, result.output

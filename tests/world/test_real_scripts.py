@@ -21,6 +21,7 @@ from pytest_dmlbench.errors import ScriptFailed
 from pytest_dmlbench.world.adopt_group import _Case
 from pytest_dmlbench.world.scripts import run_script
 from pytest_dmlbench.world.torchrun_env import RankPlace, torchrun_variables
+from tests import forkserver
 from tests.conftest import Outcome, clean_env, run_pytest, write_files
 
 TUTORIAL = Path(__file__).parent / "data" / "ddp_tutorial.py"
@@ -244,11 +245,12 @@ def test_under_torchrun_the_launchers_group_is_adopted_and_kept(tmp_path: Path) 
     """torchrun owns the group and the environment: the script's init adopts the launcher's group (env://), its
     destroy keeps it (torch's own destroy would end the run: the launcher's world cannot be rebuilt)."""
     _files(tmp_path, test_torchrun=tutorial_cases(2) + DESTROY, **{"pytest.ini": "[pytest]\n"})
+    env = clean_env()
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        [forkserver.python(env), "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
          "--log-dir", str(tmp_path / "torchrun-logs"),  # not a /tmp/torchelastic_* folder left behind
          "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", "-v"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env())
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
     assert "5 passed" in output, output

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from pytest_dmlbench.world.launched.engine import launched_externally
+from tests import forkserver
 from tests.conftest import Outcome, clean_env, write_files
 
 CASES = """
@@ -34,11 +34,13 @@ CASES = """
 
 
 def torchrun(folder: Path, *args: str, **env: str) -> Outcome:
+    environment = clean_env(**env)
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
+        [forkserver.python(environment), "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+         "--nproc-per-node", "2",
          "--log-dir", str(folder / "torchrun-logs"),  # torch's agent would leave a /tmp/torchelastic_* folder
          "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", *args],
-        cwd=folder, capture_output=True, text=True, timeout=300, env=clean_env(**env),
+        cwd=folder, capture_output=True, text=True, timeout=300, env=environment,
     )
     return Outcome(proc.returncode, proc.stdout + proc.stderr)
 

@@ -18,6 +18,7 @@ import pytest
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.world.launched.engine import launched_externally, launcher_world_size
 from pytest_dmlbench.world.launched.horovodrun import adopt_rank_variables, adopt_store_address, under_horovodrun
+from tests import forkserver
 from tests.conftest import clean_env, write_files
 from tests.world.launched.test_torchrun_world import CASES, _finish, _free_loopback_port
 from tests.world.listeners import listeners, named, process_tree
@@ -113,12 +114,13 @@ def test_two_ranks_with_horovodruns_variables_run_cases_as_one_launched_world(tm
     # The store address is passed in, as `horovodrun -x MASTER_ADDR=... -x MASTER_PORT=...` would.
     write_files(tmp_path, **{"test_x.py": CASES, "pytest.ini": "[pytest]\n"})
     store = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_loopback_port())}
+    envs = [{k: v for k, v in clean_env(**horovodrun_env(rank, 2), **store).items()
+             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID")}
+            for rank in (0, 1)]
     ranks = [subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", "-rs",
-         "test_x.py"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={k: v for k, v in clean_env(**horovodrun_env(rank, 2), **store).items()
-             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID")},
-    ) for rank in (0, 1)]
+        [forkserver.python(env), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", "-rs",
+         "test_x.py"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    ) for env in envs]
     rank0, rank1 = (_finish(proc) for proc in ranks)
     assert rank0.returncode != 0, rank0.output
     rank0.lines.fnmatch_lines([

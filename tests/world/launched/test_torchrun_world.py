@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_dmlbench.errors import ConfigError
 from pytest_dmlbench.world.launched.engine import launcher_world_size
+from tests import forkserver
 from tests.conftest import Outcome, clean_env, run_pytest, write_files
 
 CASES = """
@@ -54,12 +54,13 @@ def _torchrun(folder: Path, nproc: int, *args: str, nnodes: int = 1, node_rank: 
     rendezvous = (["--standalone"] if nnodes == 1 else
                   ["--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port", str(port),
                    "--node-rank", str(node_rank)])
+    environment = clean_env(**env)
     return subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", *rendezvous, "--nnodes", str(nnodes),
+        [forkserver.python(environment), "-m", "torch.distributed.run", *rendezvous, "--nnodes", str(nnodes),
          "--nproc-per-node", str(nproc), "--log-dir", str(folder / f"torchrun-logs-{node_rank}"),  # not in /tmp
          "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
          "--dmlbench", *args],
-        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(**env),
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
     )
 
 

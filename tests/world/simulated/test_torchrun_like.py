@@ -34,6 +34,7 @@ from pytest_dmlbench.world.scripts import ScriptRun, run_script
 from pytest_dmlbench.world.simulated import process_state
 from pytest_dmlbench.world.simulated.rank_environ import RankEnviron
 from pytest_dmlbench.world.simulated.turns import WorldAborted
+from tests import forkserver
 from tests.conftest import Outcome, SharedSessions, clean_env, run_pytest, write_files
 from tests.world.simulated.helpers import passed, simulate
 
@@ -109,11 +110,12 @@ def _under_torchrun(folder: Path, nproc: int) -> Any:
     script through ``run_script`` in a case that takes the launcher's world size."""
     write_files(folder, **{"test_under_torchrun.py": UNDER_TORCHRUN})
     shutil.copy(SCRIPT, folder / SCRIPT.name)
+    env = clean_env()
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+        [forkserver.python(env), "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
          "--log-dir", str(folder / f"torchrun-logs-{nproc}"),  # not a /tmp/torchelastic_* folder left behind
          "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--dmlbench", "-v"],
-        cwd=folder, capture_output=True, text=True, timeout=300, env=clean_env())
+        cwd=folder, capture_output=True, text=True, timeout=300, env=env)
     return Outcome(proc.returncode, proc.stdout + proc.stderr)
 
 
