@@ -95,6 +95,10 @@ class ForkServer:
             self.wait_ready()
         return str(Path(self.folder, LAUNCHER))
 
+    def launcher_folder(self) -> str:
+        """The folder of ``python`` and ``pytest`` commands that start as :meth:`launcher` does."""
+        return str(Path(self.launcher()).with_name("bin"))
+
     def run(self, args: list[str], cwd: Path, env: dict[str, str],
             timeout: float) -> subprocess.CompletedProcess[str]:
         """``python -m pytest ARGS`` in ``cwd`` with ``env``, forked; raises ``subprocess.TimeoutExpired`` (the run
@@ -150,6 +154,14 @@ def python(env: dict[str, str]) -> str:
     server's launcher, which forks what it can (:mod:`tests.forkserver_main`), else ``sys.executable``."""
     server = server_for(env)
     return sys.executable if server is None else server.launcher()
+
+
+def path_with_python(env: dict[str, str]) -> str:
+    """``PATH`` for a script that starts ``python`` or ``pytest`` in ``env``: the fork server's (which fork what
+    they can), then this interpreter's, then ``env``'s."""
+    server = server_for(env)
+    folders = [] if server is None else [server.launcher_folder()]
+    return os.pathsep.join([*folders, str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
 
 
 def close_servers() -> None:

@@ -143,6 +143,12 @@ class Server:
             command = [sys.executable, "-I", "-S", SHIM, self.socket_path, sys.executable]
             launcher.write(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
         os.chmod(self.launcher, 0o755)
+        # for scripts that start `python` and `pytest` from PATH
+        os.mkdir(os.path.join(self.folder, "bin"))
+        for name, command in (("python", [self.launcher]), ("pytest", [self.launcher, "-m", "pytest"])):
+            with open(os.path.join(self.folder, "bin", name), "w") as wrapper:
+                wrapper.write(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
+            os.chmod(os.path.join(self.folder, "bin", name), 0o755)
         self.selector = selectors.DefaultSelector()
         self.waiting: dict[int, tuple[int, socket.socket | None]] = {}  # pidfd -> (pid, the shim's connection)
         self.stdin_buffer = b""
@@ -310,8 +316,7 @@ class Server:
 
     def close(self) -> None:
         self.listener.close()
-        for path in (self.socket_path, self.launcher):
-            os.unlink(path)
+        # the folder is the client's to remove
 
 
 def answer(stream: Any, message: dict[str, Any]) -> None:

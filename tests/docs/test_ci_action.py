@@ -10,13 +10,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests import forkserver
 from tests.baseline.test_workflows import actionlint_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,8 +120,8 @@ def gate_step(project: Path, against: str) -> subprocess.CompletedProcess[str]:
     """The action's REF check and gate steps, with its default inputs, on ``project``."""
     spec = action()
     env = {**os.environ, **{k.upper().replace("-", "_"): str(v.get("default", "")) for k, v in spec["inputs"].items()}}
-    env |= {"AGAINST": against, "CASES": "test_step.py", "WORLD_SIZE": "1", "PAIR_BUDGET": "20",
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env |= {"AGAINST": against, "CASES": "test_step.py", "WORLD_SIZE": "1", "PAIR_BUDGET": "20"}
+    env["PATH"] = forkserver.path_with_python(env)  # this venv's pytest, forked where it can be
     check, gate = run_scripts()[1:]
     script = f"set -e\n{check}\n{gate}"
     return subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True, timeout=600)

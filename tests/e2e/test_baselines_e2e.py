@@ -10,10 +10,8 @@ are each damaged their own way, and the world-size and isolation tests one proje
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import Outcome, SharedSessions, clean_env, run_pytest, write_files
 
 ONLY_A = "test_bench.py::test_step[a]"
@@ -80,7 +79,7 @@ REPO = Path(__file__).resolve().parents[2]
 def run_refresh_script(project: Path, saves: str | None = None) -> subprocess.CompletedProcess[str]:
     """``ci/refresh_baselines.sh`` on ``project``, saving ``saves`` times (its default when None)."""
     env = clean_env(DMLBENCH_CASES="test_bench.py", **({} if saves is None else {"DMLBENCH_SAVES": saves}))
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # this venv's pytest
+    env["PATH"] = forkserver.path_with_python(env)  # this venv's pytest, forked where it can be
     return subprocess.run(["bash", str(REPO / "ci" / "refresh_baselines.sh"), "saved.json"], cwd=project,
                           capture_output=True, text=True, env=env, timeout=300)
 
