@@ -83,24 +83,26 @@ def _mapped_args(config: pytest.Config, root: Path, tree: Path) -> list[str]:
     return args
 
 
-def blocked_plugins(args: Sequence[str]) -> list[str]:
-    """The plugins a command line blocks (``-p no:NAME``, ``-pno:NAME``), each once, in its order."""
+def command_line_plugins(args: Sequence[str]) -> list[str]:
+    """The plugins a command line loads or blocks (``-p NAME``, ``-pNAME``, ``-p no:NAME``), each once, in its
+    order."""
     values = []
     for arg, following in zip(args, [*args[1:], ""], strict=True):
         if arg == "-p":
             values.append(following)
         elif arg.startswith("-p"):
             values.append(arg[2:])
-    return list(dict.fromkeys(value for value in values if value.startswith("no:")))
+    return list(dict.fromkeys(value for value in values if value))
 
 
 def ref_options(config: pytest.Config, settings: DmlbenchConfig) -> list[str]:
-    """The options B runs with: the same world, launcher, isolation and selection, the same plugins blocked on
-    the command line; no baselines, no recursion, no xdist. Options at their defaults are left out, so that a REF
-    whose plugin predates them still starts."""
-    blocked = [plugin for plugin in blocked_plugins(config.invocation_params.args) if plugin != "no:cacheprovider"]
+    """The options B runs with: the same world, launcher, isolation and selection, the same plugins loaded and
+    blocked on the command line (a plugin module that REF's tree lacks stops B with its import error); no
+    baselines, no recursion, no xdist. Options at their defaults are left out, so that a REF whose plugin predates
+    them still starts."""
+    plugins = [plugin for plugin in command_line_plugins(config.invocation_params.args) if plugin != "no:cacheprovider"]
     options = [
-        "-p", "no:cacheprovider", *(option for plugin in blocked for option in ("-p", plugin)),
+        "-p", "no:cacheprovider", *(option for plugin in plugins for option in ("-p", plugin)),
         "--dmlbench", "--dmlbench-no-compare", "-o", "dmlbench_against=",
         "--world-size", str(settings.world_size), "--dmlbench-backend", settings.backend,
         "--dmlbench-timeout", f"{settings.timeout_s:g}",

@@ -88,7 +88,7 @@ SERVER_PLUGINS = """
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = make_repo(tmp_path_factory.mktemp("paired") / "repo", **{
         "lib.py": LIB_REF, "test_cases.py": CASES_REF + ONLY_REF, "pytest.ini": "[pytest]\n",
-        "conftest.py": SERVER_PLUGINS,
+        "conftest.py": SERVER_PLUGINS, "seen_plugin.py": "# a plugin the paired run loads with -p\n",
     })
     write_files(repo, **{  # the change under test: uncommitted, as a developer has it
         "lib.py": LIB_REF.replace("SLOW = 1.0", "SLOW = 2.5").replace("WIDTH = 8", "WIDTH = 16"),
@@ -103,15 +103,16 @@ def test_paired_run_judges_each_case_against_ref(project: Path) -> None:
     results_json = project.parent / "results.json"
     seen = project.parent / "server-plugins"
     seen.mkdir()
-    run = run_pytest(project, "--dmlbench", "--dmlbench-against", "HEAD", "--junitxml", str(junit),
-                     "--dmlbench-json", str(results_json), *SHORT_BLOCKS, timeout=900, COLUMNS=WIDE,
+    run = run_pytest(project, "-p", "seen_plugin", "--dmlbench", "--dmlbench-against", "HEAD", "--junitxml",
+                     str(junit), "--dmlbench-json", str(results_json), *SHORT_BLOCKS, timeout=900, COLUMNS=WIDE,
                      SERVER_PLUGINS_SEEN=str(seen))
     assert run.returncode == 1, run.output
     # this run blocks Hypothesis's plugin (-p no:hypothesispytest, as every inner run of these tests that does not
-    # use it): both block servers run without it too, where it is installed and would load otherwise
+    # use it): both block servers run without it too, where it is installed and would load otherwise; and it loads
+    # a plugin of the repository's (-p seen_plugin), which both load too
     assert "hypothesispytest" in {entry.name for entry in entry_points(group="pytest11")}
     servers = [json.loads(path.read_text()) for path in seen.glob("*.json")]
-    assert len(servers) == 2 and all("dmlbench" in names for names in servers), servers
+    assert len(servers) == 2 and all({"dmlbench", "seen_plugin"} <= set(names) for names in servers), servers
     assert not [names for names in servers if "hypothesispytest" in names], servers
     assert user_state(project) == before  # REF ran from its own worktree; nothing of the user's changed
     run.lines.fnmatch_lines([
