@@ -7,8 +7,10 @@ child per inner run; the child takes the run's folder, environment, arguments an
 pytest's console entry point as ``python -m pytest`` would, exiting as a process does (threads joined, exit
 handlers run).
 
-A forked run's own ``python -m pytest`` runs (the paired gate's block servers) are forked from the same server:
-the run sees a launcher as ``sys.executable`` (:mod:`tests.forkserver_shim`).
+The interpreters a forked run starts itself (the paired gate's block servers, pytest-xdist's workers) are forked
+from the same server where they can be: the run sees a launcher as ``sys.executable``
+(:mod:`tests.forkserver_shim`; which commands, :mod:`tests.forkserver_main`). Tests that start torchrun or ``python
+-m pytest`` themselves take it from :func:`python`; scripts find it first on :func:`path_with_python`.
 
 A run whose environment changes what an interpreter reads only at start-up (``PYTHON*`` but ``PYTHONPATH``,
 ``LD_*``, allocator, thread-pool and torch variables) cannot be served by a fork of a process that has started

@@ -116,7 +116,8 @@ def run(command: Command) -> int:
 
 
 def exit_status(stop: SystemExit) -> int:
-    """The status an interpreter ends with on ``stop``: its code, 0 for None, else 1 with the code printed."""
+    """The status an interpreter ends with on ``stop``: its code, 0 for None, else 1 with the code printed (the rule
+    ``pytest_dmlbench.world.scripts`` applies to a rank's script; the server imports nothing of the plugin)."""
     if stop.code is None:
         return 0
     if isinstance(stop.code, int):

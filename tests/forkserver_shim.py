@@ -1,8 +1,8 @@
-"""What a forked inner run starts as ``sys.executable`` (:mod:`tests.forkserver_main`): ``python -m pytest ...`` is
-asked of the fork server, which forks a child that becomes that run with this process's folder, environment and
-open file descriptors; this process then stands for the child, ending with its exit status (or its signal) and
-taking it along when killed. Anything else, or a run the server will not fork, runs the real interpreter in this
-process's place.
+"""What a forked inner run starts as ``sys.executable`` (:mod:`tests.forkserver_main`): a ``python -m ...`` or
+``python -c ...`` is asked of the fork server, which forks a child that becomes that run with this process's
+folder, environment and open file descriptors where it can (:func:`tests.forkserver_main.parse_command`); this
+process then stands for the child, ending with its exit status (or its signal) and taking it along when killed.
+Anything else, or a run the server will not fork, runs the real interpreter in this process's place.
 
 Started as ``python -I -S forkserver_shim.py SOCKET PYTHON ARGS...``: only the standard library is at hand.
 """
