@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import contextlib
 import fcntl
 import gc
 import importlib
@@ -232,18 +233,24 @@ class Server:
         """A shim's request: its message, then its descriptors (each to take at the number it lists), its lifeline
         last."""
         data, fds, _, _ = socket.recv_fds(conn, 1 << 16, MAX_FDS)
-        while not data.endswith(b"\n"):
+        while data and not data.endswith(b"\n"):
             more = conn.recv(1 << 16)
             if not more:
                 break
             data += more
+        if not data.endswith(b"\n"):  # the shim ended before it had asked: nothing to serve
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+            return
         request = json.loads(data)
         command = parse_command(request["args"])
         forkable = command is not None and startup_environment(request["env"]) == startup_environment(self.env)
         if command is None or not forkable or len(fds) != len(request["fds"]) + 1:
             for fd in fds:
                 os.close(fd)
-            answer_socket(conn, {"forked": False})
+            with contextlib.suppress(OSError):  # a shim gone meanwhile needs no answer
+                answer_socket(conn, {"forked": False})
             conn.close()
             return
 
@@ -270,7 +277,8 @@ class Server:
         pid = self.fork(setup, command, request["cwd"], request["env"])
         for fd in fds:
             os.close(fd)
-        answer_socket(conn, {"forked": True, "pid": pid})
+        with contextlib.suppress(OSError):  # a shim gone meanwhile: its child ends by the lifeline, and is reaped
+            answer_socket(conn, {"forked": True, "pid": pid})
         self.wait_for(pid, conn)
 
     def reap(self, pidfd: int) -> None:
@@ -282,10 +290,8 @@ class Server:
         if conn is None:
             answer(sys.stdout, reply)
         else:
-            try:
+            with contextlib.suppress(OSError):  # the shim is gone (killed): nobody waits for this run's status
                 answer_socket(conn, reply)
-            except OSError:
-                pass  # the shim is gone (killed): nobody waits for this run's status
             conn.close()
 
     def stdin_lines(self) -> list[str] | None:

@@ -6,6 +6,7 @@ forked from the same server, with their descriptors, ending and killed as one pr
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -94,6 +95,18 @@ def test_a_run_past_its_timeout_is_killed_and_the_server_serves_the_next(
     folder, env = project(tmp_path)
     with pytest.raises(subprocess.TimeoutExpired):
         server.run(["-p", "no:cacheprovider", "-q", "-k", "hangs"], folder, env | {"HANG": "1"}, timeout=5)
+    after = server.run(["-p", "no:cacheprovider", "-q", "-k", "hangs"], folder, env, timeout=120)
+    assert after.returncode == 0, after.stdout + after.stderr
+
+
+def test_a_shim_that_ends_before_it_asks_leaves_the_server_serving(server: forkserver.ForkServer,
+                                                                     tmp_path: Path) -> None:
+    folder, env = project(tmp_path)
+    server.launcher()  # ready: its socket listens
+    for message in (b"", b'{"args": ["-m", "pyt'):  # nothing, or half a request
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as shim:
+            shim.connect(str(Path(server.folder, "socket")))
+            shim.sendall(message)
     after = server.run(["-p", "no:cacheprovider", "-q", "-k", "hangs"], folder, env, timeout=120)
     assert after.returncode == 0, after.stdout + after.stderr
 
