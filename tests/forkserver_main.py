@@ -141,16 +141,11 @@ class Server:
         self.listener.bind(self.socket_path)
         self.listener.listen(16)
         self.launcher = os.path.join(self.folder, LAUNCHER)
-        with open(self.launcher, "w") as launcher:
-            command = [sys.executable, "-I", "-S", SHIM, self.socket_path, sys.executable]
-            launcher.write(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
-        os.chmod(self.launcher, 0o755)
+        write_command(self.launcher, [sys.executable, "-I", "-S", SHIM, self.socket_path, sys.executable])
         # for scripts that start `python` and `pytest` from PATH
         os.mkdir(os.path.join(self.folder, "bin"))
-        for name, command in (("python", [self.launcher]), ("pytest", [self.launcher, "-m", "pytest"])):
-            with open(os.path.join(self.folder, "bin", name), "w") as wrapper:
-                wrapper.write(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
-            os.chmod(os.path.join(self.folder, "bin", name), 0o755)
+        write_command(os.path.join(self.folder, "bin", "python"), [self.launcher])
+        write_command(os.path.join(self.folder, "bin", "pytest"), [self.launcher, "-m", "pytest"])
         self.selector = selectors.DefaultSelector()
         self.waiting: dict[int, tuple[int, socket.socket | None]] = {}  # pidfd -> (pid, the shim's connection)
         self.stdin_buffer = b""
@@ -255,6 +250,7 @@ class Server:
             return
 
         def setup() -> None:
+            conn.close()  # the server's end of this request: the shim's reply comes from the server alone
             try:  # the shim's process group, as the server it stands for would be in
                 os.setpgid(0, request["pgid"])
             except OSError:
@@ -324,6 +320,13 @@ class Server:
     def close(self) -> None:
         self.listener.close()
         # the folder is the client's to remove
+
+
+def write_command(path: str, command: list[str]) -> None:
+    """An executable at ``path`` that runs ``command`` with its own arguments after it."""
+    with open(path, "w") as script:
+        script.write(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
+    os.chmod(path, 0o755)
 
 
 def answer(stream: Any, message: dict[str, Any]) -> None:
