@@ -15,7 +15,8 @@ from the same server where they can be: the run sees a launcher as ``sys.executa
 A run whose environment changes what an interpreter reads only at start-up (``PYTHON*`` but ``PYTHONPATH``,
 ``LD_*``, allocator, thread-pool and torch variables) cannot be served by a fork of a process that has started
 already: :func:`forkable` says so, and such runs start a fresh interpreter. A child honours its own
-``PYTHONPATH`` by its ``sys.path``. `DMLBENCH_TEST_FORKSERVER=0` turns the server off.
+``PYTHONPATH`` by its ``sys.path``, and applies the thread count torchrun gives its workers itself.
+`DMLBENCH_TEST_FORKSERVER=0` turns the server off.
 
 The server's own code is :mod:`tests.forkserver_main`, started by path so that nothing of ``tests`` is
 imported into the processes it forks.
@@ -35,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.forkserver_main import LAUNCHER, startup_environment
+from tests.forkserver_main import LAUNCHER, forkable
 
 SERVER_MAIN = Path(__file__).with_name("forkserver_main.py")
 ENABLED_ENV = "DMLBENCH_TEST_FORKSERVER"
@@ -46,11 +47,6 @@ def enabled() -> bool:
     """Whether inner runs are forked: yes unless ``DMLBENCH_TEST_FORKSERVER=0``, which starts an interpreter for
     every run (as before the fork server; for telling a difference of the fork apart)."""
     return os.environ.get(ENABLED_ENV, "1") != "0"
-
-
-def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
-    """Whether a run in ``env`` can be forked from a server started in ``server_env``."""
-    return startup_environment(env) == startup_environment(server_env)
 
 
 class ForkServerGone(RuntimeError):

@@ -15,7 +15,8 @@ Two kinds of requests arrive:
   real interpreter.
 
 A request whose environment differs from the server's in what only an interpreter's start reads
-(:data:`STARTUP_PREFIXES`, ``PYTHONPATH`` aside, which a child honours by its ``sys.path``) is not forked.
+(:data:`STARTUP_PREFIXES`) is not forked, but for ``PYTHONPATH``, which a child honours by its ``sys.path``, and
+what torchrun sets for its workers, which a child applies itself (:data:`APPLIED_IN_CHILD`).
 """
 
 from __future__ import annotations
@@ -52,9 +53,28 @@ LAUNCHER = "python"  # the launcher's name in the server's folder
 MAX_FDS = 64  # descriptors a shim may hand over (its standard three, the paired channel's two, its lifeline)
 
 
+# Start-up variables a forked child applies itself, where a run sets them (torchrun sets all three for its
+# workers): the intra-op thread count (torch.set_num_threads, which leaves torch as its import under that variable
+# would: the same `torch.__config__.parallel_info()`), NCCL's error handling (read when an NCCL group is made, from
+# the child's environment), and unbuffered output (as `-u`).
+APPLIED_IN_CHILD = ("OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "PYTHONUNBUFFERED")
+THREADS = "OMP_NUM_THREADS"
+
+
 def startup_environment(env: dict[str, str]) -> dict[str, str]:
     """The part of ``env`` that an interpreter reads only while it starts, ``PYTHONPATH`` left out."""
     return {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES) and k != PYTHONPATH}
+
+
+def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
+    """Whether a run in ``env`` can be forked from a server started in ``server_env``: their start-up variables
+    agree, but for those a child applies itself (:data:`APPLIED_IN_CHILD`) where ``env`` sets them to a value it
+    can apply."""
+    ours, theirs = startup_environment(server_env), startup_environment(env)
+    differing = {name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name)}
+    if not all(name in APPLIED_IN_CHILD and name in theirs for name in differing):
+        return False
+    return THREADS not in differing or (theirs[THREADS].isdigit() and int(theirs[THREADS]) > 0)
 
 
 def path_entries(env: dict[str, str]) -> list[str]:
@@ -168,7 +188,11 @@ class Server:
         sys.executable = self.launcher  # what this run starts with `python` is forked too, where it can be
         if command.no_bytecode:
             sys.dont_write_bytecode = True
-        if command.unbuffered:  # as python -u sets them up: no buffer under the text layer
+        if env.get(THREADS) != self.env.get(THREADS):  # as torch's import applies it
+            import torch
+
+            torch.set_num_threads(int(env[THREADS]))
+        if command.unbuffered or env.get("PYTHONUNBUFFERED"):  # as python -u: no buffer under the text layer
             for fd, name in ((1, "stdout"), (2, "stderr")):
                 old = getattr(sys, name)
                 setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=old.encoding,
@@ -240,8 +264,7 @@ class Server:
             return
         request = json.loads(data)
         command = parse_command(request["args"])
-        forkable = command is not None and startup_environment(request["env"]) == startup_environment(self.env)
-        if command is None or not forkable or len(fds) != len(request["fds"]) + 1:
+        if command is None or not forkable(request["env"], self.env) or len(fds) != len(request["fds"]) + 1:
             for fd in fds:
                 os.close(fd)
             with contextlib.suppress(OSError):  # a shim gone meanwhile needs no answer

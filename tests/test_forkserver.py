@@ -16,7 +16,7 @@ import pytest
 
 from tests import forkserver
 from tests.conftest import clean_env, write_files
-from tests.forkserver_main import Command, parse_command
+from tests.forkserver_main import Command, forkable, parse_command
 
 CASES = """
     import gc, os, sys, tempfile, time
@@ -80,7 +80,7 @@ def test_a_forked_run_ends_and_reports_as_a_fresh_one(server: forkserver.ForkSer
 def test_a_run_with_its_own_pythonpath_is_forked_and_honours_it(server: forkserver.ForkServer, tmp_path: Path) -> None:
     folder, env = project(tmp_path)
     env = env | {"PYTHONPATH": str(folder / "extra")}
-    assert forkserver.forkable(env, server.env)
+    assert forkable(env, server.env)
     args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-s", "-q", "-k", "pythonpath or its_world"]
     forked = server.run(args, folder, env, timeout=120)
     assert forked.returncode == 0 and "extra from PYTHONPATH" in forked.stdout, forked.stdout + forked.stderr
@@ -113,11 +113,16 @@ def test_a_shim_that_ends_before_it_asks_leaves_the_server_serving(server: forks
 
 def test_what_only_an_interpreter_s_start_reads_gets_a_fresh_one() -> None:
     base = {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"}
-    assert forkserver.forkable(base | {"TMPDIR": "/elsewhere", "SLOWDOWN": "2"}, base)
-    assert forkserver.forkable(base | {"PYTHONPATH": "/x"}, base)  # a child puts it on its sys.path
-    for changed in ({"LD_PRELOAD": "libtcmalloc.so"}, {"OMP_NUM_THREADS": "1"},
-                    {"PYTHONDONTWRITEBYTECODE": ""}):
-        assert not forkserver.forkable(base | changed, base), changed
+    assert forkable(base | {"TMPDIR": "/elsewhere", "SLOWDOWN": "2"}, base)
+    assert forkable(base | {"PYTHONPATH": "/x"}, base)  # a child puts it on its sys.path
+    # what torchrun sets for its workers, a child applies itself
+    assert forkable(base | {"OMP_NUM_THREADS": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+                                       "PYTHONUNBUFFERED": "1"}, base)
+    for changed in ({"LD_PRELOAD": "libtcmalloc.so"}, {"OMP_PROC_BIND": "true"}, {"PYTHONDONTWRITEBYTECODE": ""},
+                    {"OMP_NUM_THREADS": "0"}, {"OMP_NUM_THREADS": "4,2"}):
+        assert not forkable(base | changed, base), changed
+    # a thread count the server has and the run unsets: torch's default, which only a fresh import gives
+    assert not forkable(base, base | {"OMP_NUM_THREADS": "1"})
 
 
 STARTS_PYTEST = '''
@@ -128,17 +133,20 @@ STARTS_PYTEST = '''
     import gc, os, time
 
     def test_reports_through_its_channel():
-        os.write(int(os.environ["CHANNEL"]), f"frozen={gc.get_freeze_count() > 0} pid={os.getpid()}".encode())
+        import torch
+
+        heard = f"frozen={gc.get_freeze_count() > 0} pid={os.getpid()} threads={torch.get_num_threads()}"
+        os.write(int(os.environ["CHANNEL"]), heard.encode())
         if os.environ.get("HANG"):
             time.sleep(600)
         assert not os.environ.get("FAIL"), "asked to fail"
     """
 
-    def start(tmp_path, **env):
+    def start(tmp_path, *options, **env):
         (tmp_path / "test_inner.py").write_text(INNER)
         read, write = os.pipe()
         process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"],
+            [sys.executable, *options, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"],
             cwd=tmp_path, env=dict(os.environ, CHANNEL=str(write), **env), pass_fds=(write,),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         os.close(write)
@@ -155,9 +163,16 @@ STARTS_PYTEST = '''
         assert process.returncode == 1 and "asked to fail" in output, output
 
     def test_a_start_up_variable_gets_a_fresh_interpreter(tmp_path):
-        process, read = start(tmp_path, OMP_NUM_THREADS="1")
+        process, read = start(tmp_path, MALLOC_ARENA_MAX="2")
         output, _ = process.communicate(timeout=300)
         assert heard(read)["frozen"] == "False" and process.returncode == 0, output
+
+    def test_a_torchrun_worker_is_forked_with_the_thread_count_it_was_given(tmp_path):
+        threads = str(os.cpu_count() + 1)  # not torch's default, which the server's import took
+        process, read = start(tmp_path, "-u", OMP_NUM_THREADS=threads, TORCH_NCCL_ASYNC_ERROR_HANDLING="1")
+        output, _ = process.communicate(timeout=300)
+        assert heard(read) | {"pid": ""} == {"frozen": "True", "pid": "", "threads": threads}, output
+        assert process.returncode == 0, output
 
     def test_killing_it_kills_the_run_it_stands_for(tmp_path):
         process, read = start(tmp_path, HANG="1")
@@ -192,7 +207,7 @@ def test_what_a_forked_run_starts_as_python_m_pytest_is_forked_too(server: forks
     write_files(tmp_path, **{"test_starts.py": STARTS_PYTEST, "pytest.ini": "[pytest]\n"})
     args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q"]
     run = server.run(args, tmp_path, clean_env(), timeout=600)
-    assert run.returncode == 0 and "5 passed" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "6 passed" in run.stdout, run.stdout + run.stderr
 
 
 def test_the_commands_forked_are_pytest_torchrun_and_xdist_workers() -> None:
