@@ -7,16 +7,17 @@ child per inner run; the child takes the run's folder, environment, arguments an
 pytest's console entry point as ``python -m pytest`` would, exiting as a process does (threads joined, exit
 handlers run).
 
-The interpreters a forked run starts itself (the paired gate's block servers, pytest-xdist's workers) are forked
-from the same server where they can be: the run sees a launcher as ``sys.executable``
-(:mod:`tests.forkserver_shim`; which commands, :mod:`tests.forkserver_main`). Tests that start torchrun or ``python
--m pytest`` themselves take it from :func:`python`; scripts find it first on :func:`path_with_python`.
+The interpreters a forked run starts itself (the paired gate's block servers, pytest-xdist's workers, torchrun's
+agent and workers, Ray's workers) are forked from the same server where they can be: the run sees a launcher as
+``sys.executable`` (:mod:`tests.forkserver_shim`; which commands, :mod:`tests.forkserver_main`). Tests that start
+torchrun or ``python -m pytest`` themselves take it from :func:`python`; scripts find it first on
+:func:`path_with_python`.
 
 A run whose environment changes what an interpreter reads only at start-up (``PYTHON*`` but ``PYTHONPATH``,
 ``LD_*``, allocator, thread-pool and torch variables) cannot be served by a fork of a process that has started
 already: :func:`forkable` says so, and such runs start a fresh interpreter. A child honours its own
-``PYTHONPATH`` by its ``sys.path``, and applies the thread count torchrun gives its workers itself.
-`DMLBENCH_TEST_FORKSERVER=0` turns the server off.
+``PYTHONPATH`` by its ``sys.path``, and applies the thread count torchrun gives its workers (or a Ray worker takes
+for its task) itself. `DMLBENCH_TEST_FORKSERVER=0` turns the server off.
 
 The server's own code is :mod:`tests.forkserver_main`, started by path so that nothing of ``tests`` is
 imported into the processes it forks.

@@ -9,14 +9,17 @@ Two kinds of requests arrive:
 - an interpreter that a forked run (or a test, through :func:`tests.forkserver.python`) starts itself, through a
   launcher it sees as ``sys.executable`` that runs :mod:`tests.forkserver_shim`: ``python -m pytest`` (the paired
   gate's two block servers, torchrun's workers), torchrun's agent, pytest-xdist's workers (:data:`FORKED_MODULES`,
-  :data:`FORKED_CODE`). The shim sends its arguments, folder, environment and open file descriptors over the
-  server's Unix socket; the child takes the descriptors at the same numbers, and the shim stands for the child
-  (its exit status, its death: the child is killed when the shim is). Anything else the launcher starts runs the
-  real interpreter.
+  :data:`FORKED_CODE`), Ray's workers (:func:`ray_worker`: the variables of their runtime environment set, as Ray's
+  setup script would before it runs the worker). The shim sends its arguments, folder, environment and open file
+  descriptors over the server's Unix socket; the child takes the descriptors at the same numbers, and the shim stands
+  for the child (its exit status, its death: the child is killed when the shim is). Anything else the launcher starts
+  runs the real interpreter.
 
 A request whose environment differs from the server's in what only an interpreter's start reads
 (:data:`STARTUP_PREFIXES`) is not forked, but for ``PYTHONPATH``, which a child honours by its ``sys.path``, and
-what torchrun sets for its workers, which a child applies itself (:data:`APPLIED_IN_CHILD`).
+what torchrun sets for its workers, which a child applies itself (:data:`APPLIED_IN_CHILD`). torch in a child takes
+the thread count ``OMP_NUM_THREADS`` holds when the run first imports torch, as a fresh interpreter's torch would
+(:func:`take_thread_count_at_torch_import`; a Ray worker sets it for its task's CPUs after it has started).
 """
 
 from __future__ import annotations
@@ -53,10 +56,10 @@ LAUNCHER = "python"  # the launcher's name in the server's folder
 MAX_FDS = 64  # descriptors a shim may hand over (its standard three, the paired channel's two, its lifeline)
 
 
-# Start-up variables a forked child applies itself, where a run sets them (torchrun sets all three for its
-# workers): the intra-op thread count (torch.set_num_threads, which leaves torch as its import under that variable
-# would: the same `torch.__config__.parallel_info()`), NCCL's error handling (read when an NCCL group is made, from
-# the child's environment), and unbuffered output (as `-u`).
+# Start-up variables a forked child applies itself, where a run sets them (torchrun sets all three for its workers):
+# the intra-op thread count (torch.set_num_threads when the run first imports torch, which leaves torch as its import
+# under that variable would: the same `torch.__config__.parallel_info()`), NCCL's error handling (read when an NCCL
+# group is made, from the child's environment), and unbuffered output (as `-u`).
 APPLIED_IN_CHILD = ("OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "PYTHONUNBUFFERED")
 THREADS = "OMP_NUM_THREADS"
 
@@ -82,35 +85,80 @@ def path_entries(env: dict[str, str]) -> list[str]:
 
 
 # What a forked run starts often enough to fork too: pytest (the paired gate's block servers, torchrun's workers),
-# torchrun's agent, and pytest-xdist's workers (execnet's bootstrap line). Anything else (Ray's processes among them)
-# runs the real interpreter.
+# torchrun's agent, pytest-xdist's workers (execnet's bootstrap line), and Ray's workers (its raylet starts
+# `python setup_worker.py default_worker.py ARGS`, or `python default_worker.py ARGS`). Anything else (Ray's other
+# processes among them) runs the real interpreter.
 FORKED_MODULES = ("pytest", "torch.distributed.run")
 FORKED_CODE = ("import sys;exec(eval(sys.stdin.readline()))",)
+RAY_WORKERS = os.path.join("ray", "_private", "workers")
+RAY_SETUP, RAY_WORKER = "setup_worker.py", "default_worker.py"
+RAY_SETUP_OPTIONS = ("--serialized-runtime-env-context", "--language")
 
 
 @dataclass(frozen=True)
 class Command:
-    """What ``python [-u] [-B] (-m MODULE | -c CODE) ARGS...`` asks for, where a forked child can run it."""
+    """What ``python [-u] [-B] (-m MODULE | -c CODE | SCRIPT) ARGS...`` asks for, where a forked child can run it,
+    with the variables it sets before it runs (a Ray worker's runtime environment)."""
 
-    kind: Literal["module", "code"]
-    target: str  # the module's name, or the code
+    kind: Literal["module", "code", "script"]
+    target: str  # the module's name, the code, or the script's path
     args: list[str]
     unbuffered: bool = False
     no_bytecode: bool = False
+    env_vars: tuple[tuple[str, str], ...] = ()
 
 
-def parse_command(argv: list[str]) -> Command | None:
+def parse_command(argv: list[str], python: str = sys.executable) -> Command | None:
     """The command an interpreter's arguments give, or None where it is not one to fork (any option but ``-u`` and
-    ``-B``, a module or code not in :data:`FORKED_MODULES` or :data:`FORKED_CODE`, a script)."""
+    ``-B``, a module or code not in :data:`FORKED_MODULES` or :data:`FORKED_CODE`, a script but Ray's worker);
+    ``python`` is the interpreter a Ray worker's runtime environment may name."""
     options = set()
     while argv and argv[0] in ("-u", "-B"):
         options.add(argv[0])
         argv = argv[1:]
+    if argv and not argv[0].startswith("-"):
+        worker = ray_worker(argv, python)
+        return worker if worker is None else Command("script", worker.target, worker.args,
+                                                      unbuffered="-u" in options, no_bytecode="-B" in options,
+                                                      env_vars=worker.env_vars)
     if len(argv) < 2 or (argv[0], argv[1]) not in [*(("-m", m) for m in FORKED_MODULES),
                                                     *(("-c", c) for c in FORKED_CODE)]:
         return None
     return Command("module" if argv[0] == "-m" else "code", argv[1], argv[2:], unbuffered="-u" in options,
                    no_bytecode="-B" in options)
+
+
+def ray_worker(argv: list[str], python: str) -> Command | None:
+    """Ray's worker script and its arguments from ``setup_worker.py [its options] default_worker.py ARGS`` (what the
+    setup script then runs, with its runtime environment's variables set) or ``default_worker.py ARGS``; None for
+    any other script, or a runtime environment that needs more than variables (a command prefix, another
+    interpreter or entry point, Java, or a variable that expands others)."""
+    script = argv[0]
+    if os.path.dirname(script).endswith(RAY_WORKERS) and os.path.basename(script) == RAY_WORKER:
+        return Command("script", script, argv[1:])
+    if not (os.path.dirname(script).endswith(RAY_WORKERS) and os.path.basename(script) == RAY_SETUP):
+        return None
+    given: dict[str, str] = {}
+    rest: list[str] = []
+    args = iter(argv[1:])
+    for arg in args:
+        name, equals, value = arg.partition("=")
+        if name in RAY_SETUP_OPTIONS:
+            given[name] = value if equals else next(args, "")
+        else:
+            rest.append(arg)
+    if given.get("--language") != "PYTHON" or not rest or os.path.basename(rest[0]) != RAY_WORKER:
+        return None
+    try:
+        context = json.loads(given.get("--serialized-runtime-env-context") or "{}")
+    except ValueError:
+        return None
+    env_vars = context.get("env_vars") or {}
+    if (context.get("command_prefix") or context.get("override_worker_entrypoint")
+            or context.get("py_executable") not in (None, python) or context.get("java_jars")
+            or any("$" in value for value in env_vars.values())):
+        return None
+    return Command("script", rest[0], rest[1:], env_vars=tuple(sorted(env_vars.items())))
 
 
 def run(command: Command) -> int:
@@ -124,6 +172,10 @@ def run(command: Command) -> int:
             console_main = pytest.console_main
         sys.argv = [pytest.__file__, *command.args]
         return int(console_main())
+    if command.kind == "script":
+        sys.argv = [command.target, *command.args]
+        runpy.run_path(command.target, run_name="__main__")
+        return 0
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
@@ -134,6 +186,27 @@ def run(command: Command) -> int:
         sys.argv = ["-c", *command.args]
         exec(compile(command.target, "<string>", "exec"), main.__dict__)
     return 0
+
+
+def take_thread_count_at_torch_import(server_threads: str | None) -> None:
+    """Give torch the intra-op thread count ``OMP_NUM_THREADS`` holds when this run first imports torch, as a fresh
+    interpreter's torch takes it then: from the start (torchrun's workers), or set after it (a Ray worker sets it
+    for its task's CPUs, before a task's code imports torch). The server's own count stays where the variable is as
+    the server had it."""
+    original = builtins.__import__
+
+    def first_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        level = args[3] if len(args) > 3 else kwargs.get("level", 0)
+        if level == 0 and (name == "torch" or name.startswith("torch.")):
+            builtins.__import__ = original
+            threads = os.environ.get(THREADS)
+            if threads != server_threads and threads is not None and threads.isdigit() and int(threads) > 0:
+                import torch
+
+                torch.set_num_threads(int(threads))
+        return original(name, *args, **kwargs)
+
+    builtins.__import__ = first_import
 
 
 def exit_status(stop: SystemExit) -> int:
@@ -182,16 +255,13 @@ class Server:
         os.environ.clear()
         os.environ.update(env)
         tempfile.tempdir = None  # TMPDIR is read again
-        first = cwd if command.kind == "module" else ""
+        first = {"module": cwd, "code": "", "script": os.path.dirname(os.path.realpath(command.target))}[command.kind]
         sys.path[:] = [first, *path_entries(env), *self.base_path]  # as python puts them, with that PYTHONPATH
         importlib.invalidate_caches()
         sys.executable = self.launcher  # what this run starts with `python` is forked too, where it can be
         if command.no_bytecode:
             sys.dont_write_bytecode = True
-        if env.get(THREADS) != self.env.get(THREADS):  # as torch's import applies it
-            import torch
-
-            torch.set_num_threads(int(env[THREADS]))
+        take_thread_count_at_torch_import(self.env.get(THREADS))
         if command.unbuffered or env.get("PYTHONUNBUFFERED"):  # as python -u: no buffer under the text layer
             for fd, name in ((1, "stdout"), (2, "stderr")):
                 old = getattr(sys, name)
@@ -263,8 +333,9 @@ class Server:
             conn.close()
             return
         request = json.loads(data)
-        command = parse_command(request["args"])
-        if command is None or not forkable(request["env"], self.env) or len(fds) != len(request["fds"]) + 1:
+        command = parse_command(request["args"], request["python"])
+        env = request["env"] if command is None else {**request["env"], **dict(command.env_vars)}
+        if command is None or not forkable(env, self.env) or len(fds) != len(request["fds"]) + 1:
             for fd in fds:
                 os.close(fd)
             with contextlib.suppress(OSError):  # a shim gone meanwhile needs no answer
@@ -293,7 +364,7 @@ class Server:
             if select.select([lifeline], [], [], 0)[0]:  # the shim ended before the signal was armed
                 os._exit(1)
 
-        pid = self.fork(setup, command, request["cwd"], request["env"])
+        pid = self.fork(setup, command, request["cwd"], env)
         for fd in fds:
             os.close(fd)
         with contextlib.suppress(OSError):  # a shim gone meanwhile: its child ends by the lifeline, and is reaped

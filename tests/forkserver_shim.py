@@ -29,9 +29,15 @@ def open_fds() -> list[int]:
     return sorted(found)
 
 
+def forwarded(args: list[str]) -> bool:
+    """Whether to ask the server (which says which it forks): a module or code, or Ray's worker scripts."""
+    first = next((arg for arg in args if arg not in ("-u", "-B")), "")
+    return first in ("-m", "-c") or os.path.basename(first) in ("setup_worker.py", "default_worker.py")
+
+
 def main() -> None:
     socket_path, python, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    if not any(arg in ("-m", "-c") for arg in args[:3]):  # not one the server forks (it says which it does)
+    if not forwarded(args):
         os.execv(python, [python, *args])
     fds = open_fds()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -40,7 +46,8 @@ def main() -> None:
     except OSError:  # the server has ended: an interpreter of its own
         os.execv(python, [python, *args])
     lifeline_read, lifeline_write = os.pipe()
-    request = {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "pgid": os.getpgid(0), "fds": fds}
+    request = {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "pgid": os.getpgid(0), "fds": fds,
+               "python": python}
     socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [*fds, lifeline_read])
     os.close(lifeline_read)
     replies = conn.makefile("r")

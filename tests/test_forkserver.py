@@ -6,6 +6,7 @@ forked from the same server, with their descriptors, ending and killed as one pr
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests import forkserver
-from tests.conftest import clean_env, write_files
+from tests.conftest import clean_env, inner_tmpdir, write_files
 from tests.forkserver_main import Command, forkable, parse_command
 
 CASES = """
@@ -210,6 +211,40 @@ def test_what_a_forked_run_starts_as_python_m_pytest_is_forked_too(server: forks
     assert run.returncode == 0 and "6 passed" in run.stdout, run.stdout + run.stderr
 
 
+STARTS_RAY = """
+    import gc, os
+
+    import ray
+
+    from pytest_dmlbench.world.ray.local import start_local
+
+    def report():
+        import torch  # as a task's code does, after Ray has set the thread count for its CPUs
+
+        return gc.get_freeze_count() > 0, torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"), os.environ["MARK"]
+
+    def test_its_workers_are_forked_with_their_runtime_environment_and_rays_thread_count():
+        start_local(ray, num_cpus=2, runtime_env={"env_vars": {"MARK": "from the runtime environment"}})
+        try:
+            heard = ray.get(ray.remote(num_cpus=1)(report).remote(), timeout=300)
+        finally:
+            ray.shutdown()
+        assert os.cpu_count() > 1  # else one thread is torch's default too, and the count tells nothing
+        assert tuple(heard) == (True, 1, "1", "from the runtime environment"), heard
+"""
+
+
+def test_what_a_forked_run_starts_as_a_ray_worker_is_forked_too(server: forkserver.ForkServer,
+                                                                 tmp_path: Path) -> None:
+    """Ray's workers, which its raylet starts with the interpreter the driver runs, are forked from the same server:
+    the variables of their runtime environment set, and torch taking the thread count Ray sets for a task's CPUs
+    as a fresh worker's torch takes it when a task imports it."""
+    write_files(tmp_path, **{"test_starts_ray.py": STARTS_RAY, "pytest.ini": "[pytest]\n"})
+    args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q"]
+    run = server.run(args, tmp_path, clean_env(TMPDIR=str(inner_tmpdir())), timeout=600)
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+
+
 def test_the_commands_forked_are_pytest_torchrun_and_xdist_workers() -> None:
     bootstrap = "import sys;exec(eval(sys.stdin.readline()))"
     assert parse_command(["-m", "pytest", "-q"]) == Command("module", "pytest", ["-q"])
@@ -219,3 +254,25 @@ def test_the_commands_forked_are_pytest_torchrun_and_xdist_workers() -> None:
                                                                     no_bytecode=True)
     for other in (["-c", "print(1)"], ["-m", "json.tool"], ["script.py"], ["-X", "dev", "-m", "pytest"], ["-m"]):
         assert parse_command(other) is None, other
+
+
+def test_ray_workers_are_forked_where_their_runtime_environment_is_variables_alone() -> None:
+    folder = "/venv/site-packages/ray/_private/workers"
+    setup, worker = f"{folder}/setup_worker.py", f"{folder}/default_worker.py"
+    assert parse_command([worker, "--worker-type=WORKER"]) == Command("script", worker, ["--worker-type=WORKER"])
+
+    def started(context: dict[str, object], language: str = "PYTHON") -> Command | None:
+        return parse_command([setup, worker, "--node-ip-address=127.0.0.1", f"--language={language}",
+                              "--serialized-runtime-env-context", json.dumps(context), "--worker-type=WORKER"],
+                             "/venv/bin/python")
+
+    assert started({"env_vars": {"MARK": "1"}, "py_executable": "/venv/bin/python"}) == Command(
+        "script", worker, ["--node-ip-address=127.0.0.1", "--worker-type=WORKER"], env_vars=(("MARK", "1"),))
+    assert started({}) == Command("script", worker, ["--node-ip-address=127.0.0.1", "--worker-type=WORKER"])
+    needs_more: list[dict[str, object]] = [{"command_prefix": ["conda", "run"]}, {"py_executable": "/other/python"},
+                                           {"override_worker_entrypoint": "/x.py"},
+                                           {"env_vars": {"PATH": "/x:${PATH}"}}]
+    for context in needs_more:
+        assert started(context) is None, context
+    assert started({}, language="JAVA") is None
+    assert parse_command(["/elsewhere/setup_worker.py", worker]) is None  # not Ray's
