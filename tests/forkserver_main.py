@@ -43,7 +43,7 @@ import tempfile
 import threading
 import traceback
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 # What an interpreter reads only while it starts (or torch reads while it is imported): a run whose environment
@@ -118,9 +118,7 @@ def parse_command(argv: list[str], python: str = sys.executable) -> Command | No
         argv = argv[1:]
     if argv and not argv[0].startswith("-"):
         worker = ray_worker(argv, python)
-        return worker if worker is None else Command("script", worker.target, worker.args,
-                                                      unbuffered="-u" in options, no_bytecode="-B" in options,
-                                                      env_vars=worker.env_vars)
+        return None if worker is None else replace(worker, unbuffered="-u" in options, no_bytecode="-B" in options)
     if len(argv) < 2 or (argv[0], argv[1]) not in [*(("-m", m) for m in FORKED_MODULES),
                                                     *(("-c", c) for c in FORKED_CODE)]:
         return None
@@ -133,10 +131,9 @@ def ray_worker(argv: list[str], python: str) -> Command | None:
     setup script then runs, with its runtime environment's variables set) or ``default_worker.py ARGS``; None for
     any other script, or a runtime environment that needs more than variables (a command prefix, another
     interpreter or entry point, Java, or a variable that expands others)."""
-    script = argv[0]
-    if os.path.dirname(script).endswith(RAY_WORKERS) and os.path.basename(script) == RAY_WORKER:
-        return Command("script", script, argv[1:])
-    if not (os.path.dirname(script).endswith(RAY_WORKERS) and os.path.basename(script) == RAY_SETUP):
+    if is_ray_script(argv[0], RAY_WORKER):
+        return Command("script", argv[0], argv[1:])
+    if not is_ray_script(argv[0], RAY_SETUP):
         return None
     given: dict[str, str] = {}
     rest: list[str] = []
@@ -147,7 +144,7 @@ def ray_worker(argv: list[str], python: str) -> Command | None:
             given[name] = value if equals else next(args, "")
         else:
             rest.append(arg)
-    if given.get("--language") != "PYTHON" or not rest or os.path.basename(rest[0]) != RAY_WORKER:
+    if given.get("--language") != "PYTHON" or not rest or not is_ray_script(rest[0], RAY_WORKER):
         return None
     try:
         context = json.loads(given.get("--serialized-runtime-env-context") or "{}")
@@ -159,6 +156,10 @@ def ray_worker(argv: list[str], python: str) -> Command | None:
             or any("$" in value for value in env_vars.values())):
         return None
     return Command("script", rest[0], rest[1:], env_vars=tuple(sorted(env_vars.items())))
+
+
+def is_ray_script(path: str, name: str) -> bool:
+    return os.path.dirname(path).endswith(RAY_WORKERS) and os.path.basename(path) == name
 
 
 def run(command: Command) -> int:
