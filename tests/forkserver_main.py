@@ -77,7 +77,12 @@ def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
     differing = {name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name)}
     if not all(name in APPLIED_IN_CHILD and name in theirs for name in differing):
         return False
-    return THREADS not in differing or (theirs[THREADS].isdigit() and int(theirs[THREADS]) > 0)
+    return THREADS not in differing or thread_count(theirs[THREADS]) is not None
+
+
+def thread_count(value: str | None) -> int | None:
+    """The thread count a value of ``OMP_NUM_THREADS`` gives torch, where it is one a child can apply."""
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else None
 
 
 def path_entries(env: dict[str, str]) -> list[str]:
@@ -201,10 +206,11 @@ def take_thread_count_at_torch_import(server_threads: str | None) -> None:
         if level == 0 and (name == "torch" or name.startswith("torch.")):
             builtins.__import__ = original
             threads = os.environ.get(THREADS)
-            if threads != server_threads and threads is not None and threads.isdigit() and int(threads) > 0:
+            count = thread_count(threads)
+            if threads != server_threads and count is not None:
                 import torch
 
-                torch.set_num_threads(int(threads))
+                torch.set_num_threads(count)
         return original(name, *args, **kwargs)
 
     builtins.__import__ = first_import
