@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = {"__init__", "scratch_repo"}  # the package and the code the studies share, not studies themselves
+SHARED = {"__init__", "scratch_repo", "injected_slowdown"}  # the package and the code studies share, not studies
 
 
 def studies(root: Path = ROOT) -> list[str]:

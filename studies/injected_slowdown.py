@@ -1,0 +1,175 @@
+"""A slowdown injected into a shipped benchmark case, for a live night that must catch it.
+
+``studies/injected_night.py`` appends one line to a benchmark module in the night's slowed commit, rebinding a
+case function to ``slowed(case, ids, how, share)``. The slowed case's timed calls (``dmlbench(fn)``,
+``dmlbench.pedantic(fn)``, the strategy and twin of ``dmlbench.train``) each do extra work after the call, for
+``share`` of the thread CPU time the call itself spent (so the extra is a fixed share of the case's own work,
+whatever its neighbours do). The work is one of:
+
+* ``counted``: 64x64 matrix products, which torch's flop counter counts (the counters may see the change);
+* ``elementwise``: elementwise additions on a 16k-element tensor, which it does not (the same counted work done
+  slower: only time can see it).
+
+Only the parametrizations named in ``ids`` (pytest's ids, as in ``test_step[ddp]``) are slowed; a case that
+records its steps another way (``training_steps()``, ``collective()``) is not slowed by this wrapper.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+HOWS = ("counted", "elementwise")
+PRIMITIVE = (str, int, float, bool, type(None))
+
+
+def extra_work(how: str) -> Callable[[], object]:
+    """One small unit of the extra work ``how`` names."""
+    import torch
+
+    if how == "counted":
+        matrix = torch.randn(64, 64)
+        return lambda: torch.mm(matrix, matrix)
+    if how == "elementwise":
+        source, target = torch.randn(16384), torch.empty(16384)
+        return lambda: torch.add(source, 1.0, out=target)
+    raise ValueError(f"how={how!r}: give one of {', '.join(HOWS)}")
+
+
+def spin(seconds: float, work: Callable[[], object], clock: Callable[[], float] = time.thread_time) -> int:
+    """Do ``work`` until ``clock`` has moved ``seconds`` (at least once when ``seconds`` > 0); the units done."""
+    if seconds <= 0:
+        return 0
+    end = clock() + seconds
+    units = 0
+    while True:
+        work()
+        units += 1
+        if clock() >= end:
+            return units
+
+
+class Slowing:
+    """Wraps a timed callable so that each call is followed by ``share`` of its own thread CPU time of work."""
+
+    def __init__(self, how: str, share: float, clock: Callable[[], float] = time.thread_time) -> None:
+        if not 0 < share < 1:
+            raise ValueError(f"share={share}: give a fraction between 0 and 1 (0.05 is 5 % more work)")
+        self.work = extra_work(how)
+        self.share = share
+        self.clock = clock
+
+    def call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def slowed_call(*args: Any, **kwargs: Any) -> Any:
+            start = self.clock()
+            result = fn(*args, **kwargs)
+            spin(self.share * (self.clock() - start), self.work, self.clock)
+            return result
+        return slowed_call
+
+    def steppable(self, strategy: Any) -> Any:
+        """``strategy`` (a ``.step(inputs, targets, loss_fn)`` object or such a callable) with a slowed step."""
+        if callable(getattr(strategy, "step", None)):
+            return SlowedStrategy(strategy, self.call(strategy.step))
+        return self.call(strategy)
+
+
+class SlowedStrategy:
+    """A strategy whose ``step`` is slowed; every other attribute is the strategy's own."""
+
+    def __init__(self, strategy: Any, step: Callable[..., Any]) -> None:
+        self._strategy = strategy
+        self.step = step
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._strategy, name)
+
+
+class SlowedBench:
+    """The ``dmlbench`` fixture's value with its timed calls slowed; the rest is the fixture's own."""
+
+    def __init__(self, bench: Any, slowing: Slowing) -> None:
+        self._bench = bench
+        self._slowing = slowing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bench, name)
+
+    def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return self._bench.pedantic(self._slowing.call(fn), args=args, kwargs=kwargs)
+
+    def pedantic(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return self._bench.pedantic(self._slowing.call(fn), *args, **kwargs)
+
+    def train(self, strategy: Any, batches: Any, **kwargs: Any) -> Any:
+        if kwargs.get("twin") is not None:
+            kwargs["twin"] = self._slowing.steppable(kwargs["twin"])
+        return self._bench.train(self._slowing.steppable(strategy), batches, **kwargs)
+
+
+def _names(argnames: str | Iterable[str]) -> list[str]:
+    return [n.strip() for n in argnames.split(",")] if isinstance(argnames, str) else list(argnames)
+
+
+def _value_id(value: object, name: str, index: int) -> str:
+    return str(value) if isinstance(value, PRIMITIVE) else f"{name}{index}"
+
+
+def parametrizations(case: Callable[..., Any]) -> list[tuple[list[str], list[tuple[tuple[Any, ...], str]]]]:
+    """Each ``parametrize`` mark of ``case``, nearest the function first (pytest's id order): its argument names
+    and, per value set, the values and their id (the mark's ``ids``, ``pytest.param``'s ``id``, else pytest's
+    rule for plain values)."""
+    found = []
+    for mark in getattr(case, "pytestmark", []):
+        if mark.name != "parametrize":
+            continue
+        names = _names(mark.args[0])
+        ids = mark.kwargs.get("ids")
+        sets = []
+        for index, value in enumerate(mark.args[1]):
+            given = getattr(value, "id", None)
+            values = tuple(value.values) if hasattr(value, "values") and not isinstance(value, dict) else (
+                tuple(value) if len(names) > 1 else (value,))
+            if given is None and isinstance(ids, (list, tuple)):
+                given = ids[index]
+            sets.append((values, given if given is not None else
+                         "-".join(_value_id(v, n, index) for v, n in zip(values, names, strict=True))))
+        found.append((names, sets))
+    return found
+
+
+def call_id(marks: list[tuple[list[str], list[tuple[tuple[Any, ...], str]]]], kwargs: dict[str, Any]) -> str:
+    """The pytest id of the parametrization ``kwargs`` are the arguments of."""
+    parts = []
+    for names, sets in marks:
+        values = tuple(kwargs[n] for n in names)
+        parts.append(next(ident for candidate, ident in sets if candidate == values))
+    return "-".join(parts)
+
+
+def all_ids(marks: list[tuple[list[str], list[tuple[tuple[Any, ...], str]]]]) -> set[str]:
+    ids = [""]
+    for _, sets in marks:
+        ids = [f"{before}-{ident}" if before else ident for before in ids for _, ident in sets]
+    return set(ids)
+
+
+def slowed(case: Callable[..., Any], ids: Iterable[str], how: str, share: float) -> Callable[..., Any]:
+    """``case`` with the parametrizations ``ids`` slowed (``how``, ``share``); the others run as they were."""
+    marks = parametrizations(case)
+    wanted = set(ids)
+    unknown = wanted - all_ids(marks)
+    if unknown:
+        raise ValueError(f"{case.__name__} has no parametrization {sorted(unknown)}: its ids are "
+                         f"{sorted(all_ids(marks))}")
+    slowing = Slowing(how, share)
+
+    @functools.wraps(case)
+    def slowed_case(*args: Any, **kwargs: Any) -> Any:
+        if call_id(marks, kwargs) in wanted and "dmlbench" in kwargs:
+            kwargs["dmlbench"] = SlowedBench(kwargs["dmlbench"], slowing)
+        return case(*args, **kwargs)
+    return slowed_case
