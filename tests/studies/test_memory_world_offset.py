@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,9 @@ def test_the_offset_is_read_either_way_on_the_log_scale(tmp_path: Path, capsys: 
 
 def test_the_gate_allows_for_the_largest_offset_the_kept_recordings_give(capsys: pytest.CaptureFixture[str]) -> None:
     assert memory_world_offset.main([]) == 0
-    assert f"between two sides' worlds: {WORLD_OFFSET_PCT:.1f} % over 1198 readings" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # The count of readings grows with every kept night; the largest offset must stay the gate's allowance.
+    assert re.search(rf"between two sides' worlds: {WORLD_OFFSET_PCT:.1f} % over \d+ readings", out), out
 
 
 def test_an_unreadable_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
