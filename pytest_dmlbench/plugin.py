@@ -23,6 +23,7 @@ import pytest
 from pytest_dmlbench.baseline.commit import commit_fact
 from pytest_dmlbench.baseline.identity import CASE_ISOLATION
 from pytest_dmlbench.config import (
+    DEFAULT_BLOCK_MIN_ROUNDS,
     DEFAULT_BLOCK_SECONDS,
     DEFAULT_BLOCK_WARMUP,
     DEFAULT_CANARY,
@@ -142,6 +143,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str]] = [
      "longer blocks read steadier medians, but fewer pairs fit the pair budget"),
     ("--dmlbench-block-warmup", "dmlbench_block_warmup", {"metavar": "N"},
      f"with --dmlbench-against: untimed rounds before each block's timed ones (default {DEFAULT_BLOCK_WARMUP})"),
+    ("--dmlbench-block-min-rounds", "dmlbench_block_min_rounds", {"metavar": "N"},
+     "with --dmlbench-against: timed rounds a block has at least, however long a step takes (default "
+     f"{DEFAULT_BLOCK_MIN_ROUNDS}); fewer make the blocks of a slow step (seconds a step) shorter, so that more "
+     "pairs fit the pair budget"),
     ("--dmlbench-redraw-worlds", "dmlbench_redraw_worlds", {"metavar": "N"},
      "with --dmlbench-against: both sides run a case's blocks on freshly started worlds every N pairs, so that a "
      "speed a world keeps for as long as it lives counts as noise of the pairs rather than as a change; 0 keeps "

@@ -10,7 +10,9 @@ fall on all of them:
 * ``long-blocks``: ``--dmlbench-block-seconds 0.6`` (three times the measured time per block);
 * ``no-warmup`` / ``long-warmup``: ``--dmlbench-block-warmup 0`` / ``10``;
 * ``canary-during``: ``--dmlbench-canary during`` (the canary read during each block, not beside it; its
-  column "canary-adjusted" is then the adjustment for the canary inside blocks).
+  column "canary-adjusted" is then the adjustment for the canary inside blocks);
+* ``few-rounds``: ``--dmlbench-block-min-rounds 2 --dmlbench-block-warmup 1`` (a slow step's block: 2 timed
+  rounds after 1 untimed, not 5 after 2; a step under 0.04 s keeps its 0.2 s of rounds, with 1 warm-up round).
 
 With ``--shipped -k EXPR`` the sessions run this repository's own ``bench_cases`` selected by ``EXPR`` (a
 scratch clone plus a comment-only commit, ``HEAD`` against ``HEAD~1``, the clone's plugin first on
@@ -60,6 +62,7 @@ SETTINGS: dict[str, list[str]] = {
     "no-warmup": ["--dmlbench-block-warmup", "0"],
     "long-warmup": ["--dmlbench-block-warmup", "10"],
     "canary-during": ["--dmlbench-canary", "during"],
+    "few-rounds": ["--dmlbench-block-min-rounds", "2", "--dmlbench-block-warmup", "1"],
 }
 METRIC = "step_time_s"
 

@@ -50,6 +50,7 @@ DEFAULT_PAIR_BUDGET_S = 60.0
 DEFAULT_RUN_ALPHA = 0.01  # the paired gate's chance of a red run on unchanged code (gates/run_level.py)
 DEFAULT_BLOCK_SECONDS = 0.2  # paired gate: measured time one block aims at (short: a pair's blocks close in time)
 DEFAULT_BLOCK_WARMUP = 2  # paired gate: untimed rounds before each block's timed ones
+DEFAULT_BLOCK_MIN_ROUNDS = 5  # paired gate: timed rounds a block has at least, however long a step takes
 MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"  # glibc's: a fixed threshold, no dynamic adjustment
 TRIM_THRESHOLD_ENV = "MALLOC_TRIM_THRESHOLD_"  # set to twice the mmap threshold, as glibc's own adjustment does
 DEFAULT_MMAP_THRESHOLD = 0  # paired gate: the block servers' fixed glibc mmap threshold in bytes (0: glibc's own)
@@ -106,6 +107,11 @@ def _choice(value: Any, choices: tuple[str, ...], what: str, source: str) -> str
 def parse_warmup_rounds(value: Any, source: str = "--dmlbench-block-warmup") -> int:
     """A whole number of rounds >= 0."""
     return parse_count(value, source, minimum=0, example=2)
+
+
+def parse_block_min_rounds(value: Any, source: str = "--dmlbench-block-min-rounds") -> int:
+    """A whole number of rounds >= 1."""
+    return parse_count(value, source, minimum=1, example=DEFAULT_BLOCK_MIN_ROUNDS)
 
 
 def parse_redraw_worlds(value: Any, source: str = "--dmlbench-redraw-worlds") -> int:
@@ -216,6 +222,7 @@ class DmlbenchConfig:
     pin_cores: bool = False  # forked ranks pinned to one core each, rank r of every world on the same core
     block_seconds: float = DEFAULT_BLOCK_SECONDS  # paired gate: measured time one block aims at
     block_warmup: int = DEFAULT_BLOCK_WARMUP  # paired gate: untimed rounds before each block's timed ones
+    block_min_rounds: int = DEFAULT_BLOCK_MIN_ROUNDS  # paired gate: timed rounds a block has at least
     redraw_worlds: int = DEFAULT_REDRAW_WORLDS  # paired gate: both sides start fresh worlds every this many pairs
     mmap_threshold: int = DEFAULT_MMAP_THRESHOLD  # paired gate: the block servers' fixed mmap threshold (0: dynamic)
     rank_allocator: str = DEFAULT_RANK_ALLOCATOR  # paired gate: the allocator the block servers' ranks preload
@@ -348,6 +355,7 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
     strict = _value(config, "dmlbench_strict")
     block_seconds = _value(config, "dmlbench_block_seconds")
     block_warmup = _value(config, "dmlbench_block_warmup")
+    block_min_rounds = _value(config, "dmlbench_block_min_rounds")
     redraw_worlds = _value(config, "dmlbench_redraw_worlds")
     mmap_threshold = _value(config, "dmlbench_mmap_threshold")
     rank_allocator = _value(config, "dmlbench_rank_allocator")
@@ -401,6 +409,8 @@ def build_config(config: pytest.Config) -> DmlbenchConfig:
         block_seconds=(DEFAULT_BLOCK_SECONDS if block_seconds is None
                        else parse_positive_seconds(block_seconds, "--dmlbench-block-seconds")),
         block_warmup=DEFAULT_BLOCK_WARMUP if block_warmup is None else parse_warmup_rounds(block_warmup),
+        block_min_rounds=(DEFAULT_BLOCK_MIN_ROUNDS if block_min_rounds is None
+                          else parse_block_min_rounds(block_min_rounds)),
         redraw_worlds=DEFAULT_REDRAW_WORLDS if redraw_worlds is None else parse_redraw_worlds(redraw_worlds),
         mmap_threshold=DEFAULT_MMAP_THRESHOLD if mmap_threshold is None else parse_mmap_threshold(mmap_threshold),
         rank_allocator=DEFAULT_RANK_ALLOCATOR if rank_allocator is None else parse_rank_allocator(rank_allocator),

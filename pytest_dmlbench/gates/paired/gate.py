@@ -179,6 +179,7 @@ class PairedGate:
         extra = {"paired": {
             "ref": self.launch.label, "commit": self.tree.commit, "block_rounds": plan.rounds,
             "block_iterations": plan.iterations, "block_warmup": self.settings.block_warmup,
+            "block_min_rounds": self.settings.block_min_rounds,
             "redraw_worlds": self.trial.redraw_every, "mmap_threshold": self.settings.mmap_threshold,
             "rank_allocator": self.settings.rank_allocator,
             "canary": "during" if self.settings.canary_during else "beside",
@@ -222,7 +223,7 @@ class PairedGate:
             return
         if (waiting := run_thresholds.waiting_note(case)) is not None:
             judgement.case_notes.append(waiting)
-        plan = block_plan(case, self.settings.block_seconds)
+        plan = block_plan(case, self.settings.block_seconds, self.settings.block_min_rounds)
         judgement.plan = plan
         if self.kept_worlds_note is not None:
             judgement.notes.append(self.kept_worlds_note)
