@@ -44,6 +44,13 @@
 #                       (--dmlbench-rank-allocator), so a large tensor's memory is reused alike in every world;
 #                       with glibc's own a 16 MB all-gather's speed was drawn per world (docs/evidence/run-logs.md, night 11).
 #                       system: the C library's allocator.
+#   DMLBENCH_BLOCK_MIN_ROUNDS, DMLBENCH_BLOCK_WARMUP  default 2 and 1 (the plugin's own: 5 and 2): a block times at
+#                       least this many rounds after this many untimed ones (--dmlbench-block-min-rounds,
+#                       --dmlbench-block-warmup). A step of seconds (the ResNet and loader cases) made a block of 7
+#                       steps, and their first stage's 4 pairs overran the 60 s pair budget up to nine times; side by
+#                       side in one run, 2 after 1 cut their pairs by 40-50 % and a session of the 13 slowest cases by
+#                       18 % (docs/evidence/run-logs.md, "Fewer rounds for slow steps"). A step under 0.04 s keeps
+#                       its 0.2 s of rounds.
 #   DMLBENCH_DRIFT_THRESHOLD  percent, default 10: the step detector's threshold over the history.
 #   DMLBENCH_FAIL_ON_INCONCLUSIVE  untestable (default): a case with a figure no test could judge fails;
 #                       all (or 1): a figure a test ran on and could not settle fails too (about 39 a night on the
@@ -83,6 +90,7 @@ pytest --dmlbench --world-size 4 bench_cases --dmlbench-against "$against" --dml
   --dmlbench-plots "$report" \
   --dmlbench-threshold "${DMLBENCH_THRESHOLD:-10}" --dmlbench-futility "${DMLBENCH_FUTILITY:-on}" \
   --dmlbench-rank-allocator "${DMLBENCH_RANK_ALLOCATOR:-tcmalloc}" --dmlbench-cpu-threshold "$cpu_threshold" \
+  --dmlbench-block-min-rounds "${DMLBENCH_BLOCK_MIN_ROUNDS:-2}" --dmlbench-block-warmup "${DMLBENCH_BLOCK_WARMUP:-1}" \
   --junitxml "$junit" -p no:cacheprovider "${extra[@]}" || status=$?
 set +x
 history="${DMLBENCH_HISTORY:-dmlbench-history}"

@@ -167,6 +167,10 @@ def test_the_nightly_fails_untestable_figures_by_default_and_takes_the_scope_fro
     # CPU time at its own threshold, about its measured per-pair noise on these cases (docs/evidence/run-logs.md,
     # "The nightly's CPU threshold from measured noise")
     assert "--dmlbench-cpu-threshold 10" in default, default
+    # a slow step's block of 2 rounds after 1 untimed (docs/evidence/run-logs.md, "Fewer rounds for slow steps")
+    assert "--dmlbench-block-min-rounds 2 --dmlbench-block-warmup 1" in default, default
+    assert "--dmlbench-block-min-rounds 5 --dmlbench-block-warmup 2" in args(
+        "plugin-blocks", DMLBENCH_BLOCK_MIN_ROUNDS="5", DMLBENCH_BLOCK_WARMUP="2")
     low = args("low", DMLBENCH_THRESHOLD="5", DMLBENCH_FUTILITY="off", DMLBENCH_CPU_THRESHOLD="5")
     assert "--dmlbench-threshold 5 --dmlbench-futility off" in low and "--dmlbench-cpu-threshold 5" in low, low
     assert "--dmlbench-fail-on-inconclusive" in args("all", DMLBENCH_FAIL_ON_INCONCLUSIVE="all")

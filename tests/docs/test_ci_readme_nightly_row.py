@@ -30,10 +30,12 @@ def row_problems(readme: str, defaults: dict[str, str]) -> list[str]:
 def test_the_nightly_row_states_the_script_s_defaults() -> None:
     defaults = script_defaults((ROOT / "ci" / "nightly.sh").read_text())
     assert {"--dmlbench-threshold", "--dmlbench-futility", "--dmlbench-rank-allocator",
-            "--dmlbench-cpu-threshold"} <= set(defaults)
+            "--dmlbench-cpu-threshold", "--dmlbench-block-min-rounds", "--dmlbench-block-warmup"} <= set(defaults)
     assert row_problems((ROOT / "ci" / "README.md").read_text(), defaults) == []
     # negative control: the row as it stood, at 5 %
     stale = ("| `nightly.sh [RESULTS] [JUNIT] [REPORT_DIR]` | ... --dmlbench-threshold 5 --dmlbench-futility on "
              "--dmlbench-rank-allocator tcmalloc ... |")
     assert row_problems(stale, defaults) == ["--dmlbench-threshold 10 is what nightly.sh runs with",
+                                             "--dmlbench-block-min-rounds 2 is what nightly.sh runs with",
+                                             "--dmlbench-block-warmup 1 is what nightly.sh runs with",
                                              "--dmlbench-cpu-threshold 10 is what nightly.sh runs with"]
