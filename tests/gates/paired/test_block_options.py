@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,43 +16,33 @@ from pytest_dmlbench.gates.paired.plan import BlockPlan
 from tests.conftest import run_pytest
 from tests.gates.paired.gitrepo import make_repo
 
-# a step that sleeps: its time, and so each block's round count, does not depend on the machine's load
-COUNTED_CASE = """
+
+def sleeping_case(name: str, calls_file: str, step_s: float) -> str:
+    """A case whose step sleeps ``step_s``: its time, and so each block's round count, does not depend on the
+    machine's load. Rank 0 writes one line per run of the body (the ordinary run's, then one per block): the
+    calls that run made."""
+    return f"""
     import time
     from pathlib import Path
 
     import pytest
 
-    CALLS = Path(__file__).with_name("calls.txt")
+    CALLS = Path(__file__).with_name("{calls_file}")
 
 
     @pytest.mark.dmlbench(world_size=2, threshold=50)
-    def test_counted(dist, dmlbench):
+    def {name}(dist, dmlbench):
         calls = []
-        dmlbench(lambda: (calls.append(1), time.sleep(0.01)))
-        if dist.rank == 0:  # one line per run of the body: the ordinary run's, then one per block
-            with CALLS.open("a") as out:
-                out.write(f"{len(calls)}\\n")
-"""
-
-# a step of 0.1 s: a block of 0.15 s would need 2 rounds, so its round count is the least a block may have
-SLOW_CASE = """
-    import time
-    from pathlib import Path
-
-    import pytest
-
-    CALLS = Path(__file__).with_name("slow_calls.txt")
-
-
-    @pytest.mark.dmlbench(world_size=2, threshold=50)
-    def test_slow(dist, dmlbench):
-        calls = []
-        dmlbench(lambda: (calls.append(1), time.sleep(0.1)))
+        dmlbench(lambda: (calls.append(1), time.sleep({step_s})))
         if dist.rank == 0:
             with CALLS.open("a") as out:
-                out.write(f"{len(calls)}\\n")
+                out.write(f"{{len(calls)}}\\n")
 """
+
+
+COUNTED_CASE = sleeping_case("test_counted", "calls.txt", 0.01)
+# a step of 0.1 s: a block of 0.15 s would need 2 rounds, so its round count is the least a block may have
+SLOW_CASE = sleeping_case("test_slow", "slow_calls.txt", 0.1)
 
 
 def test_longer_blocks_time_more_rounds_of_the_same_step() -> None:
@@ -67,28 +59,23 @@ def test_a_slow_step_gets_the_least_rounds_a_block_may_have() -> None:
     assert BlockPlan.for_step([], fallback_rounds=1, min_rounds=3).rounds == 3  # no step time: its own count
 
 
-@pytest.mark.parametrize("text, rounds", [(" 1 ", 1), (5, 5)])
-def test_the_least_rounds_is_a_whole_number_from_one(text: object, rounds: int) -> None:
-    assert parse_block_min_rounds(text) == rounds
+@pytest.mark.parametrize("parse, text, rounds", [
+    (parse_warmup_rounds, "0", 0), (parse_warmup_rounds, " 3 ", 3), (parse_warmup_rounds, 7, 7),
+    (parse_block_min_rounds, " 1 ", 1), (parse_block_min_rounds, 5, 5)])
+def test_a_warmup_or_a_least_count_is_a_whole_number_of_rounds(parse: Callable[[object], int], text: object,
+                                                                rounds: int) -> None:
+    assert parse(text) == rounds
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "two", "2.5"])
-def test_a_bad_least_rounds_names_the_option_and_the_form(text: object) -> None:
-    with pytest.raises(ConfigError, match=r"--dmlbench-block-min-rounds: .* give an integer >= 1, e.g. "
-                                          r"--dmlbench-block-min-rounds 5"):
-        parse_block_min_rounds(text)
-
-
-@pytest.mark.parametrize("text, rounds", [("0", 0), (" 3 ", 3), (7, 7)])
-def test_a_warmup_is_a_whole_number_of_rounds(text: object, rounds: int) -> None:
-    assert parse_warmup_rounds(text) == rounds
-
-
-@pytest.mark.parametrize("text", ["-1", "two", "1.5", True])
-def test_a_bad_warmup_names_the_option_and_the_form(text: object) -> None:
-    with pytest.raises(ConfigError, match=r"--dmlbench-block-warmup: .* give an integer >= 0, e.g. "
-                                          r"--dmlbench-block-warmup 2"):
-        parse_warmup_rounds(text)
+@pytest.mark.parametrize("parse, form, text", [
+    *[(parse_warmup_rounds, ">= 0, e.g. --dmlbench-block-warmup 2", text) for text in ["-1", "two", "1.5", True]],
+    *[(parse_block_min_rounds, ">= 1, e.g. --dmlbench-block-min-rounds 5", text) for text in ["0", "-1", "two", "2.5"]],
+])
+def test_a_bad_count_of_rounds_names_the_option_and_the_form(parse: Callable[[object], int], form: str,
+                                                              text: object) -> None:
+    option = form.rpartition(" ")[0].rpartition(" ")[2]
+    with pytest.raises(ConfigError, match=rf"{option}: .* give an integer {re.escape(form)}"):
+        parse(text)
 
 
 @pytest.mark.parametrize("option, value, expected", [
