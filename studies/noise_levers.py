@@ -84,6 +84,22 @@ def stage_noise(document: dict[str, Any], metrics: tuple[str, ...] = (METRIC,)) 
     return rows
 
 
+SETTLED_KINDS = ("unchanged", "regression", "improvement")
+
+
+def case_costs(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per case of a session: its seconds of block pairs, its pairs per stage, how many of its judged figures
+    settled (a verdict of unchanged, regression or improvement) and how many were judged."""
+    rows = []
+    for case in document.get("cases", []):
+        paired = (case.get("extra") or {}).get("paired") or {}
+        kinds = [verdict.get("kind") for verdict in case.get("verdicts", [])]
+        rows.append({"nodeid": case.get("nodeid"), "seconds": paired.get("seconds", 0.0) or 0.0,
+                     "pairs_per_stage": paired.get("pairs_per_stage") or [],
+                     "settled": sum(kind in SETTLED_KINDS for kind in kinds), "judged": len(kinds)})
+    return rows
+
+
 def _stage_row(stage: dict[str, Any], metric: str, pair_s: float) -> dict[str, Any] | None:
     """One stage's noise of ``metric`` (None with fewer than 4 usable pairs)."""
     a, b = stage.get("a", {}).get(metric), stage.get("b", {}).get(metric)
@@ -122,6 +138,12 @@ def summarize(report: dict[str, Any]) -> None:
                 rows = [r for s in mine for r in s.get("stages", []) if r.get("metric", METRIC) == metric]
                 if rows:
                     print(_summary_line(f"world size {ws}, {metric}, {setting}", len(mine), rows))
+        for setting in SETTINGS:
+            costs = [c for s in sessions if _setting(s) == setting for c in s.get("cases", [])]
+            if costs:
+                settled, judged = sum(c["settled"] for c in costs), sum(c["judged"] for c in costs)
+                print(f"world size {ws}, {setting}: {sum(c['seconds'] for c in costs):.0f} s of block pairs over "
+                      f"{len(costs)} case runs, {settled} of {judged} judged figures settled")
 
 
 def _summary_line(label: str, sessions: int, rows: list[dict[str, Any]]) -> str:
@@ -192,7 +214,9 @@ def main(argv: list[str] | None = None) -> None:
                     if not out.exists():
                         raise SystemExit(f"session {setting} wrote no results (exit {rc}):\n{text[-3000:]}")
                     sessions.append({"setting": setting, "index": index, "exit": rc, "wall_s": wall,
-                                     "stages": stage_noise(json.loads(out.read_text()), tuple(args.metrics))})
+                                     "stages": stage_noise(document := json.loads(out.read_text()),
+                                                           tuple(args.metrics)),
+                                     "cases": case_costs(document)})
                     print(f"ws{ws} {setting} session {index + 1}/{args.iterations}: exit {rc}, {wall:.0f} s",
                           flush=True)
                     args.out.write_text(json.dumps(report, indent=1))

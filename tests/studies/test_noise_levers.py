@@ -70,6 +70,24 @@ def test_a_saved_run_is_summarized_per_setting(tmp_path: Path, capsys: pytest.Ca
         "order-adjusted 4.00 %"]
 
 
+def test_each_session_keeps_its_cases_cost_and_settled_share(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    document = _document(order_effect=0.0)
+    document["cases"][0]["verdicts"] = [{"kind": "unchanged"}, {"kind": "inconclusive"}, {"kind": "regression"},
+                                        {"kind": "new"}]
+    [cost] = noise_levers.case_costs(document)
+    assert cost == {"nodeid": "t.py::test_x", "seconds": 8.0, "pairs_per_stage": [16], "settled": 2, "judged": 4}
+    saved = tmp_path / "levers.json"
+    few = {**cost, "seconds": 5.0, "settled": 1}
+    saved.write_text(json.dumps({"world_sizes": {"4": [{"setting": "base", "stages": [], "cases": [cost, cost]},
+                                                       {"setting": "few-rounds", "stages": [], "cases": [few]}]}}))
+    done = run_study(noise_levers.main, capsys, "--summarize", str(saved))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "world size 4, base: 16 s of block pairs over 2 case runs, 4 of 8 judged figures settled",
+        "world size 4, few-rounds: 5 s of block pairs over 1 case runs, 1 of 4 judged figures settled"]
+
+
 def test_every_figure_asked_for_is_estimated_per_stage() -> None:
     document = _document(order_effect=0.0)
     stage = document["cases"][0]["extra"]["paired"]["block_medians"][0]
@@ -110,3 +128,4 @@ def test_one_session_of_one_setting(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert done.returncode == 0, done.stderr
     [session] = json.loads(out.read_text())["world_sizes"]["2"]
     assert session["setting"] == "base" and session["stages"], session
+    assert session["cases"] and all(case["judged"] and case["seconds"] > 0 for case in session["cases"]), session
