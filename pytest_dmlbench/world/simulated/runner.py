@@ -58,6 +58,15 @@ class _RankResult:
     stack: str = ""  # where a rank released by an abort was waiting
 
 
+@dataclass(frozen=True)
+class _Settled:
+    """A rank's part of the report, as it stood when the host stopped waiting for the ranks."""
+
+    outcome: RankOutcome | None
+    stack: str  # a released rank's traceback, or where a rank still running was
+    running: bool  # neither ended nor released: left running in its daemon thread
+
+
 def _trimmed_traceback(exc: BaseException) -> str:
     """The traceback from the case body down (this module's and the body caller's frames left out)."""
     tb = exc.__traceback__
@@ -179,6 +188,7 @@ class SimulatedCase:
                     grace_end = time.monotonic() + RELEASE_GRACE_S
                     for thread in threads:
                         thread.join(timeout=max(0.0, grace_end - time.monotonic()))
+                    settled = self._settle()
                 finally:
                     self.process.end()
         finally:
@@ -194,7 +204,7 @@ class SimulatedCase:
                 guarded.restore()
             except Unrestorable as exc:
                 rebuild = f"state the case changed cannot be restored ({exc})"
-        return self._outcome(time.monotonic() - begin, timed_out, rebuild)
+        return self._outcome(settled, time.monotonic() - begin, timed_out, rebuild)
 
     def _watch(self, begin: float) -> bool:
         """Wait for every rank to end; abort on a rank blocked outside the process group or at the timeout.
@@ -235,15 +245,31 @@ class SimulatedCase:
         current = self.world.turns.current
         return "no rank holds the turn" if current is None else f"rank {current} was running"
 
-    def _outcome(self, elapsed: float, timed_out: bool, rebuild: str) -> CaseOutcome:
+    def _settle(self) -> list[_Settled]:
+        """What every rank reported by the end of the grace, with the live stack of each that is still running.
+
+        Taken while the ranks' own process groups still exist: a rank that runs on after that (a slow rank the
+        timeout stopped) finds no group and fails for that reason alone, which must not become the report."""
+        frames = current_frames()
+        settled = []
+        for rank, result in enumerate(self.results):
+            outcome, stack = result.outcome, result.stack
+            running = outcome is None and not stack
+            ident = self.idents[rank]
+            if running:
+                stack = _stack_of(frames.get(ident) if ident is not None else None)
+            settled.append(_Settled(outcome, stack, running))
+        return settled
+
+    def _outcome(self, settled: list[_Settled], elapsed: float, timed_out: bool, rebuild: str) -> CaseOutcome:
         reports = []
         left_running = []
-        for rank, result in enumerate(self.results):
+        for rank, result in enumerate(settled):
             report = RankReport(rank, outcome=result.outcome)
             if result.outcome is None:
                 report.stuck = True
-                report.stack = result.stack or _stack_of(self._frame_of(rank))
-                if not result.stack:
+                report.stack = result.stack
+                if result.running:
                     left_running.append(rank)
             elif rebuild:
                 report.outcome = RankOutcome(result.outcome.case_id, rank, result.outcome.status,

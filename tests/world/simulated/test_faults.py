@@ -113,6 +113,34 @@ def test_the_next_case_starts_clean() -> None:
     assert passed(simulate(clean, 4), 4)
 
 
+def test_a_slow_rank_the_timeout_stopped_is_reported_where_it_was_not_by_what_it_did_after(monkeypatch: Any) -> None:
+    """A rank still computing at the timeout runs on once the world is gone, finds no process group and fails for
+    that reason alone: the report says where it was when the case was stopped (a 1024-rank case once read
+    "failed on rank 822: needs an initialised default process group" for its timeout)."""
+    from pytest_dmlbench.world.simulated import runner
+    from pytest_dmlbench.world.simulated.runner import SimulatedCase
+
+    monkeypatch.setattr(runner, "RELEASE_GRACE_S", 0.2)
+    ran_on = threading.Event()
+
+    def body(info: Any) -> None:
+        if info.rank == 1:
+            while dist.is_initialized():  # holds the turn, computing, until the world is taken down
+                pass
+            ran_on.set()
+            raise RuntimeError("ran on after the world ended")
+        dist.barrier()
+
+    run = SimulatedCase(1, body, lambda info: {"info": info}, world_size=4, seed=0, timeout_s=1.0).run()
+    assert ran_on.wait(60)
+    text = report(run, 4)
+    assert run.timed_out and not run.passed and run.ranks[1].stuck
+    assert text.startswith("distributed case timed out after 1 s on 4 rank(s) (simulated)"), text
+    assert "[rank 1] still running at the 1 s timeout; its stack:" in text
+    assert "ran on after the world ended" not in text
+    assert "while dist.is_initialized():" in text  # rank 1's stack at the timeout
+
+
 def test_many_ranks_are_listed_as_spans() -> None:
     from pytest_dmlbench.world.rank_names import rank_list
 
