@@ -14,6 +14,7 @@ def test_every_case_runs_off_and_on_and_a_row_reports_both(capsys: pytest.Captur
     rows = strict_cost.main(["--ranks", "2", "--pairs", "1", "--cases", "ring,async"])
     assert [(r["case"], r["ranks"]) for r in rows] == [("ring", 2), ("async", 2)]
     assert all(r["off_s"] > 0 and r["on_s"] > 0 and r["ratio"] == r["on_s"] / r["off_s"] for r in rows)
+    assert all(r["off_cpu_s"] > 0 and r["on_cpu_s"] > 0 for r in rows)
     assert "| ring | 2 |" in capsys.readouterr().out
 
 
