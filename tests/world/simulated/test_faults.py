@@ -116,23 +116,36 @@ def test_the_next_case_starts_clean() -> None:
 def test_a_slow_rank_the_timeout_stopped_is_reported_where_it_was_not_by_what_it_did_after(monkeypatch: Any) -> None:
     """A rank still computing at the timeout runs on once the world is gone, finds no process group and fails for
     that reason alone: the report says where it was when the case was stopped (a 1024-rank case once read
-    "failed on rank 822: needs an initialised default process group" for its timeout)."""
+    "failed on rank 822: needs an initialised default process group" for its timeout). The host is held, once the
+    world is gone, until that rank has ended, so its late failure is there to be (wrongly) read: without the hold
+    which of the two comes first is a race."""
     from pytest_dmlbench.world.simulated import runner
+    from pytest_dmlbench.world.simulated.as_torchrun import RANK_THREAD_PREFIX
     from pytest_dmlbench.world.simulated.runner import SimulatedCase
 
+    assert not dist.is_initialized()  # else the rank below would find the process's group and never end
     monkeypatch.setattr(runner, "RELEASE_GRACE_S", 0.2)
-    ran_on = threading.Event()
+    host = threading.current_thread()
+    restore_rng = torch.set_rng_state
+
+    def host_waits_for_rank_1(state: torch.Tensor) -> None:  # the host's first act once the world is gone
+        if threading.current_thread() is host:
+            for thread in threading.enumerate():
+                if thread.name == f"{RANK_THREAD_PREFIX}1":
+                    thread.join(60)
+        restore_rng(state)
+
+    monkeypatch.setattr(torch, "set_rng_state", host_waits_for_rank_1)
 
     def body(info: Any) -> None:
         if info.rank == 1:
             while dist.is_initialized():  # holds the turn, computing, until the world is taken down
                 pass
-            ran_on.set()
             raise RuntimeError("ran on after the world ended")
         dist.barrier()
 
     run = SimulatedCase(1, body, lambda info: {"info": info}, world_size=4, seed=0, timeout_s=1.0).run()
-    assert ran_on.wait(60)
+    assert not [t for t in threading.enumerate() if t.name == f"{RANK_THREAD_PREFIX}1"]  # it ran on, and ended
     text = report(run, 4)
     assert run.timed_out and not run.passed and run.ranks[1].stuck
     assert text.startswith("distributed case timed out after 1 s on 4 rank(s) (simulated)"), text
