@@ -73,8 +73,8 @@ def time_callable(
     Each round calls ``fn`` ``iterations`` times back to back (for callables too short to time singly)
     and records the elapsed time divided by ``iterations``. The first warm-up round is not timed but counted
     (:class:`~pytest_dmlbench.measure.work_counts.WorkCount`): one call's collective calls in total and by kind,
-    bytes (max over ranks) and FLOPs (summed over ranks); the timed rounds run uninstrumented. Every rank must
-    call this with the same plan.
+    bytes (as every rank counts them; the mean over ranks where ranks differ) and FLOPs (summed over ranks); the
+    timed rounds run uninstrumented. Every rank must call this with the same plan.
     """
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
@@ -102,10 +102,11 @@ def time_callable(
 
     rows = run_rounds(body, plan, width=2, sync=sync, summed=1)
     notes = [cpu.missing] if cpu.missing else []
-    counters, differ = work.agreed(sync)
-    notes += [note for note in (differ, work.missing_note()) if note is not None]
+    agreement = work.agreed(sync)
+    notes += [note for note in (agreement.note, work.missing_note()) if note is not None]
     return TimedCall(samples=[row[0] for row in rows], result=last[0], iterations=iterations,
-                     cpu_samples=[row[1] for row in rows] if cpu.readable else [], notes=notes, counters=counters)
+                     cpu_samples=[row[1] for row in rows] if cpu.readable else [], notes=notes,
+                     counters=agreement.values)
 
 
 class Steppable(Protocol):
@@ -179,9 +180,9 @@ def benchmark_training(
     ranks' CPU time on the step, summed over ranks),
     ``throughput_samples_per_s`` (``global_batch_size`` / step time), ``comm_busy_fraction``,
     ``comm_bytes_per_step``, ``collective_calls_per_step`` and the calls of each kind a step makes,
-    ``collective_calls_per_step.<kind>`` (instrumented collectives; max over ranks, with a note naming each rank's
-    count where ranks differ: :mod:`.work_counts`; left out, with a note, for DDP without a Python communication
-    hook, whose traffic is invisible),
+    ``collective_calls_per_step.<kind>`` (instrumented collectives; where ranks count differently, the mean over
+    ranks, with a note naming each rank's count: :mod:`.work_counts`; left out, with a note, for DDP without a
+    Python communication hook, whose traffic is invisible),
     ``flops_per_step`` (summed over ranks, counted in the first warm-up round: :mod:`.flops`), and with a
     twin ``exposed_comm_fraction`` and ``compute_comm_ratio`` (``T(twin) / (T(step) - T(twin))``, inf when
     nothing is exposed).
@@ -270,9 +271,12 @@ def benchmark_training(
     kept = counted[plan.warmup:] or counted
     local = {name: median([c[name] for c in kept]) for name in kept[0]
              if (name == FLOPS and flops.counted) or (name != FLOPS and unseen is None)}
-    differ = agree(local, sync)[1] if local else None
-    if differ is not None:
-        notes.append(differ)
+    if local:
+        agreement = agree(local, sync)
+        for name in (agreement.differing - {FLOPS}) & metrics.keys():  # ranks counted differently: the mean
+            metrics[name] = MetricResult.of(name, [agreement.values[name]] * len(rows))
+        if agreement.note is not None:
+            notes.append(agreement.note)
     of_medians: float | None = None
     if twin_step is not None:
         pairs = list(zip(step_times, twin_times, strict=True))

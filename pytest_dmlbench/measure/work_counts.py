@@ -6,9 +6,11 @@ a name another library's backend issues, so every rank sends its counts in one v
 kind is recorded as a figure only where a step calls it (``collective_calls_per_step.all_reduce``); the gates
 read a kind a side does not record as zero calls of it (``gates/figures.py``).
 
-Ranks are expected to count alike. :func:`agree` takes each counter's max over ranks (FLOPs: the sum), and
-where ranks differ it says so, naming each rank's count: a parameter server's rank 0 receives what the others
-send, and a rank that makes a call its peers do not is worth seeing.
+Ranks are expected to count alike, and then :func:`agree` records each counter as every rank counts it (FLOPs:
+the sum over ranks). Where ranks differ (a parameter server's rank 0 receives what the others send; a pipeline's
+stages send and receive unlike counts) it records calls and bytes as the mean over ranks, so that a change on any
+rank moves them (the max over ranks hid a call added or dropped on a rank below the max), and says so in a note
+naming each rank's count.
 
 ``dmlbench(fn)`` counts in its first warm-up round (:class:`WorkCount`): that round runs ``fn`` instrumented and
 under torch's flop counter, untimed, and the timed rounds run with neither installed, so counting costs them
@@ -18,6 +20,7 @@ nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_dmlbench.measure.comm import (
@@ -36,6 +39,7 @@ KINDS: tuple[str, ...] = (*sorted({RECORDED_AS.get(op, op) for op in PAYLOAD}
                                   | {op.removesuffix("_autograd") for op in FUNCTIONAL_PAYLOAD} | {DDP_BUCKET_OP}),
                           OTHER)
 BYTES = "comm_bytes_per_step"
+DIFFER_LEAD = "work counters differ between ranks"
 FLOPS = "flops_per_step"
 
 
@@ -74,10 +78,20 @@ class Exchange(Protocol):
     def each(self, values: Sequence[float]) -> list[list[float]]: ...
 
 
-def agree(local: Mapping[str, float], sync: Exchange, summed: Sequence[str] = (FLOPS,)
-          ) -> tuple[dict[str, float], str | None]:
-    """Each counter of ``local`` (the same keys, in the same order, on every rank) as the max over ranks, those
-    named in ``summed`` as the sum; and, where ranks counted differently, a note naming each rank's count."""
+@dataclass(frozen=True)
+class Agreement:
+    """Counters agreed over ranks: their values, the names ranks counted differently, and the note naming each
+    rank's count of those (None where every rank counted alike)."""
+
+    values: dict[str, float]
+    differing: frozenset[str]
+    note: str | None
+
+
+def agree(local: Mapping[str, float], sync: Exchange, summed: Sequence[str] = (FLOPS,)) -> Agreement:
+    """Each counter of ``local`` (the same keys, in the same order, on every rank) as every rank counts it, those
+    named in ``summed`` as the sum over ranks; where ranks counted differently, the mean over ranks (the sum for
+    ``summed``), with a note naming each rank's count."""
     names = list(local)
     mine = [float(local[name]) for name in names]
     both = sync.max([*mine, *(-v for v in mine)])
@@ -86,17 +100,17 @@ def agree(local: Mapping[str, float], sync: Exchange, summed: Sequence[str] = (F
     per_rank = sync.each([mine[i] for i in differing]) if differing else []
     agreed = {}
     for i, name in enumerate(names):
-        if name not in summed:
-            agreed[name] = high[i]
-        elif i in differing:
-            agreed[name] = sum(rank[differing.index(i)] for rank in per_rank)
+        if i in differing:
+            total = sum(rank[differing.index(i)] for rank in per_rank)
+            agreed[name] = total if name in summed else total / sync.world_size
         else:
-            agreed[name] = high[i] * sync.world_size
+            agreed[name] = high[i] * sync.world_size if name in summed else high[i]
     if not differing:
-        return agreed, None
+        return Agreement(agreed, frozenset(), None)
     parts = [f"{names[i]}: {_by_rank([rank[j] for rank in per_rank])}" for j, i in enumerate(differing)]
-    return agreed, ("work counters differ between ranks (each is recorded as the max over ranks, FLOPs as the sum): "
-                    + "; ".join(parts))
+    note = (f"{DIFFER_LEAD} (calls and bytes are recorded as the mean over ranks, so that a change on any rank moves "
+            "them; FLOPs as the sum): " + "; ".join(parts))
+    return Agreement(agreed, frozenset(names[i] for i in differing), note)
 
 
 def _by_rank(values: Sequence[float]) -> str:
@@ -139,10 +153,10 @@ class WorkCount:
             run()
         self.local = step_counters(counter, calls, flops.value / calls)
 
-    def agreed(self, sync: Exchange) -> tuple[dict[str, float], str | None]:
-        """The counters agreed over ranks, and the note naming each rank's count where ranks differ (every rank
+    def agreed(self, sync: Exchange) -> Agreement:
+        """The counters agreed over ranks, with the note naming each rank's count where ranks differ (every rank
         calls this: it exchanges)."""
-        return agree(self.local, sync) if self.local is not None else ({}, None)
+        return agree(self.local, sync) if self.local is not None else Agreement({}, frozenset(), None)
 
     def missing_note(self) -> str | None:
         if self.enabled:

@@ -13,7 +13,7 @@ from torch.nn.functional import mse_loss  # the steps here ignore their loss fun
 
 from pytest_dmlbench.measure.rounds import RoundPlan
 from pytest_dmlbench.measure.runner import benchmark_training, time_callable
-from pytest_dmlbench.measure.work_counts import agree
+from pytest_dmlbench.measure.work_counts import Agreement, agree
 
 
 def _linear_step(width: int) -> Any:
@@ -100,7 +100,7 @@ class _ThreadRank:
         return self._all(values)
 
 
-def _agreed(counters: list[dict[str, float]]) -> list[tuple[dict[str, float], str | None]]:
+def _agreed(counters: list[dict[str, float]]) -> list[Agreement]:
     barrier = threading.Barrier(len(counters), timeout=60)  # a guard against a hang, not a time limit
     slots: list[list[float]] = [[] for _ in counters]
     with ThreadPoolExecutor(len(counters)) as pool:
@@ -109,10 +109,10 @@ def _agreed(counters: list[dict[str, float]]) -> list[tuple[dict[str, float], st
 
 def test_counters_equal_across_ranks_agree_without_a_note_and_flops_are_summed() -> None:
     same = {"collective_calls_per_step": 2.0, "collective_calls_per_step.all_reduce": 2.0, "flops_per_step": 100.0}
-    for agreed, note in _agreed([same] * 4):
-        assert note is None
-        assert agreed == {"collective_calls_per_step": 2.0, "collective_calls_per_step.all_reduce": 2.0,
-                          "flops_per_step": 400.0}
+    for agreement in _agreed([same] * 4):
+        assert agreement.note is None and not agreement.differing
+        assert agreement.values == {"collective_calls_per_step": 2.0, "collective_calls_per_step.all_reduce": 2.0,
+                                    "flops_per_step": 400.0}
 
 
 def test_counters_unequal_across_ranks_are_reported_naming_the_ranks() -> None:
@@ -120,11 +120,32 @@ def test_counters_unequal_across_ranks_are_reported_naming_the_ranks() -> None:
                 for rank in range(4)]
     results = _agreed(counters)
     assert all(result == results[0] for result in results)  # every rank reads the same
-    agreed, note = results[0]
-    assert agreed == {"collective_calls_per_step.recv": 3.0, "flops_per_step": 100.0}  # the max; FLOPs the sum
-    assert note is not None and "differ between ranks" in note
+    agreement = results[0]
+    # the mean (3 + 1 + 1 + 1) / 4; FLOPs the sum
+    assert agreement.values == {"collective_calls_per_step.recv": 1.5, "flops_per_step": 100.0}
+    assert agreement.differing == {"collective_calls_per_step.recv", "flops_per_step"}
+    note = agreement.note
+    assert note is not None and "differ between ranks" in note and "the mean over ranks" in note
     assert "collective_calls_per_step.recv: 3 on rank 0, 1 on ranks 1-3" in note
     assert "flops_per_step: 10 on rank 0, 20 on rank 1, 30 on rank 2, 40 on rank 3" in note
+
+
+def _pipeline_counts(sends: list[int], recvs: list[int]) -> list[dict[str, float]]:
+    return [{"collective_calls_per_step": float(s + r), "collective_calls_per_step.send": float(s),
+             "collective_calls_per_step.recv": float(r)} for s, r in zip(sends, recvs, strict=True)]
+
+
+def test_a_call_added_on_ranks_below_the_max_moves_the_agreed_counters() -> None:
+    # a 4-stage pipeline: the middle stages send and receive both ways, the end stages one way each; then the last
+    # stage sends one more message to the first (its peers' counts, and every max over ranks, stay as they were)
+    before = _pipeline_counts(sends=[1, 2, 2, 1], recvs=[1, 2, 2, 1])
+    after = _pipeline_counts(sends=[1, 2, 2, 2], recvs=[2, 2, 2, 1])
+    for name in before[0]:  # negative control: the max over ranks, the rule this replaced, reads no change
+        assert max(rank[name] for rank in before) == max(rank[name] for rank in after)
+    was, now = _agreed(before)[0].values, _agreed(after)[0].values
+    assert (was["collective_calls_per_step"], now["collective_calls_per_step"]) == (3.0, 3.5)
+    assert (was["collective_calls_per_step.send"], now["collective_calls_per_step.send"]) == (1.5, 1.75)
+    assert (was["collective_calls_per_step.recv"], now["collective_calls_per_step.recv"]) == (1.5, 1.75)
 
 
 def test_a_timed_callable_records_its_counters_counted_in_an_untimed_round_only(world1: None) -> None:

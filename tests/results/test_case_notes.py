@@ -10,7 +10,8 @@ from pytest_dmlbench.results.case_notes import case_notes, note_lead, notes_coun
 from pytest_dmlbench.results.report import markdown_summary, terminal_table
 from tests.results.casefactory import make_case, make_run
 
-DIFFER = ("work counters differ between ranks (each is recorded as the max over ranks, FLOPs as the sum): "
+DIFFER = ("work counters differ between ranks (calls and bytes are recorded as the mean over ranks, so that a change "
+          "on any rank moves them; FLOPs as the sum): "
           "comm_bytes_per_step: 4096 on rank 0, 8192 on rank 1")
 
 
@@ -30,7 +31,7 @@ def test_notes_are_counted_under_the_table_and_printed_under_their_case_with_v()
     compact = terminal_table(results, width=140)
     assert ("notes on 2 case(s): CPU time not judged (2), work counters differ between ranks (1); -v prints each "
             "under its case") in compact
-    verbose = terminal_table(results, verbose=True, width=200).splitlines()
+    verbose = terminal_table(results, verbose=True, width=240).splitlines()
     at = next(i for i, line in enumerate(verbose) if line.startswith("test_x.py::test_differ"))
     block = "\n".join(verbose[at: next(i for i, line in enumerate(verbose) if line.startswith("test_x.py::test_nap"))])
     assert "    note: CPU time not judged: the step mostly waits (its ranks computed 10%" in block
