@@ -16,7 +16,8 @@ Every figure is agreed across ranks before it is recorded, so rank 0's copy is t
 - ``throughput_samples_per_s``: per epoch, global samples actually trained on / epoch time;
 - ``loss``: per epoch, the mean shard loss over steps and data-holding ranks;
 - ``accuracy``: held-out samples classified correctly (pixels, for segmentation), summed over ranks;
-- ``comm_bytes_per_step``: per step, bytes the strategy handed to communication, max over ranks;
+- ``comm_bytes_per_step``: per step, bytes the strategy handed to communication, the mean over ranks (every
+  rank's count where ranks count alike);
 - ``exposed_comm_fraction`` (and ``comm_busy_fraction``): from :func:`measure.runner.benchmark_training`;
 - ``peak_rss_mb`` (``peak_cuda_mb`` on CUDA): whole run, max over ranks.
 
@@ -57,6 +58,14 @@ def _sum_over_ranks(values: list[float]) -> list[float]:
     if td.is_initialized() and td.get_world_size() > 1:
         td.all_reduce(tensor, op=td.ReduceOp.SUM)
     return [float(v) for v in tensor.tolist()]
+
+
+def _mean_over_ranks(values: list[float]) -> list[float]:
+    """Each value's mean over ranks: a change on any rank moves it (a max hides one below the max)."""
+    import torch.distributed as td
+
+    size = td.get_world_size() if td.is_initialized() else 1
+    return [total / size for total in _sum_over_ranks(values)]
 
 
 def _shard_for(strategy: Any, inputs: Any, targets: Any) -> tuple[Any, Any]:
@@ -133,7 +142,7 @@ def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: in
         time_s=agreed_time,
         loss=loss_sum / loss_count if loss_count else float("nan"),
         samples=int(global_samples),
-        bytes_per_step=sync.max(sent) if sent else [],
+        bytes_per_step=_mean_over_ranks(sent) if sent else [],
         step_times=sync.max(step_times) if step_times else [],
     )
 
