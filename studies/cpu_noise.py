@@ -14,8 +14,6 @@ the noise that decides how tight a CPU threshold can settle.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import statistics
 import sys
 from collections import defaultdict
@@ -24,6 +22,7 @@ from typing import Any
 
 from pytest_dmlbench.gates.paired.statistics import estimate, pair_values
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
+from studies.results_file import read_results
 
 WALL, CPU = "step_time_s", "cpu_time_s"
 
@@ -56,12 +55,6 @@ def case_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _read(path: Path) -> dict[str, Any]:
-    raw = path.read_bytes()
-    document: dict[str, Any] = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
-    return document
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", type=Path, help="results JSON of paired runs (.gz allowed)")
@@ -69,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for path in args.results:
         try:
-            rows += case_rows(_read(path))
+            rows += case_rows(read_results(path))
         except (OSError, ValueError) as exc:
             print(f"cpu_noise: {path}: not a readable results file ({exc})", file=sys.stderr)
             return 2

@@ -12,20 +12,19 @@ figure ``gates/paired/memory_peaks.py`` allows for (``WORLD_OFFSET_PCT``).
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import math
 import statistics
 import sys
 from pathlib import Path
+
+from studies.results_file import read_results
 
 RECORDINGS = Path(__file__).resolve().parent / "recordings"
 
 
 def offsets(path: Path, metric: str) -> list[float]:
     """Per case of one results file, the log offset of the working tree's median over REF's, in percent."""
-    raw = path.read_bytes()
-    document = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    document = read_results(path)
     found = []
     for case in document.get("cases", []):
         for verdict in case.get("verdicts", []):
