@@ -20,9 +20,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pytest_dmlbench.gates.paired.recorded import read_results_file
 from pytest_dmlbench.gates.paired.statistics import estimate, pair_values
 from pytest_dmlbench.results.student_t import DEFAULT_ALPHA
-from studies.results_file import read_results
 
 WALL, CPU = "step_time_s", "cpu_time_s"
 
@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for path in args.results:
         try:
-            rows += case_rows(read_results(path))
-        except (OSError, ValueError) as exc:
-            print(f"cpu_noise: {path}: not a readable results file ({exc})", file=sys.stderr)
+            rows += case_rows(read_results_file(path))
+        except ValueError as exc:
+            print(f"cpu_noise: {exc}", file=sys.stderr)
             return 2
     if not rows:
         print("cpu_noise: no case records both step_time_s and cpu_time_s on block pairs; run the paired gate "

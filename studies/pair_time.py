@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dmlbench.gates.figures import MEMORY_PEAK_METRICS
+from pytest_dmlbench.gates.paired.recorded import read_results_file
 from pytest_dmlbench.results.settled import SETTLED_KINDS
-from studies.results_file import read_results
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.top < 0:
         parser.error(f"--top must be >= 0, got {args.top}")
     try:
-        rows = case_pairs(read_results(args.results))
-    except (OSError, ValueError) as exc:
-        print(f"pair_time: {args.results}: not a readable results file ({exc})", file=sys.stderr)
+        rows = case_pairs(read_results_file(args.results))
+    except ValueError as exc:
+        print(f"pair_time: {exc}", file=sys.stderr)
         return 2
     if not rows:
         print(f"pair_time: {args.results} holds no case with block pairs; give the results file of a paired run "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -50,3 +51,7 @@ def test_a_run_without_pairs_and_an_unreadable_file_are_named(tmp_path: Path,
     broken.write_bytes(b"not gzip")
     assert pair_time.main([str(broken)]) == 2
     assert "not a readable results file" in capsys.readouterr().err
+    cut = tmp_path / "cut.json.gz"  # a recording cut short: gzip raises EOFError, not OSError
+    cut.write_bytes(gzip.compress(bare.read_bytes())[:-12])
+    assert pair_time.main([str(cut)]) == 2
+    assert "cut.json.gz: not a readable results file" in capsys.readouterr().err

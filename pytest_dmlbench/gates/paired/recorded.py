@@ -67,6 +67,17 @@ def _pairs_of(stages: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list
     return pairs
 
 
+def read_results_file(path: Path) -> dict[str, Any]:
+    """The results document at ``path`` (``.gz`` read through gzip, as the recordings in ``studies/recordings/``
+    are). ValueError names a file that cannot be read, is not gzip where it says so, or is not JSON."""
+    try:
+        raw = Path(path).read_bytes()
+        document: dict[str, Any] = json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{path}: not a readable results file ({exc})") from None
+    return document
+
+
 def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
                   run_threshold_pct: float | None = None,
                   run_cpu_threshold: CpuThreshold | None = None) -> dict[str, RecordedCase]:
@@ -78,11 +89,7 @@ def load_recorded(paths: Sequence[Path], default_threshold_pct: float = 10.0,
     a file that is not a paired run's results."""
     cases: dict[str, RecordedCase] = {}
     for path in paths:
-        try:
-            raw = Path(path).read_bytes()
-            document = json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
-        except (OSError, ValueError, EOFError) as exc:
-            raise ValueError(f"{path}: not a readable results file ({exc})") from None
+        document = read_results_file(path)
         run_threshold = run_threshold_pct or (document.get("run") or {}).get("threshold_pct") or default_threshold_pct
         found = 0
         for case in document.get("cases", []):
