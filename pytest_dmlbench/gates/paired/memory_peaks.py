@@ -27,9 +27,9 @@ from pytest_dmlbench.results.stats import median
 
 WORLD_OFFSET_PCT = 31.2
 """The largest A/A offset of ``peak_rss_mb`` between the two sides' kept worlds in the recorded nights, either way
-on the log scale (a peak 31.2 % above, or one 1/1.312 of, the other): 1,198 readings of 8 whole-suite A/A
-nights at world size 4 (``python -m studies.memory_world_offset`` prints them; night 13, the first with tcmalloc
-and this rule, read at most 5.6 %). On kept worlds a peak's change stands only beyond it; the tail is long
+on the log scale (a peak 31.2 % above, or one 1/1.312 of, the other): 1,796 readings of 12 whole-suite A/A
+nights at world size 4 (``python -m studies.memory_world_offset`` prints them, 2026-12-01; night 13, the first
+with tcmalloc and this rule, read at most 5.6 %). On kept worlds a peak's change stands only beyond it; the tail is long
 (the 95th percentile of a night is 0.2-1.5 %), so an offset beyond it stays possible, and redrawn worlds are
 the test that measures the offset instead of bounding it."""
 
