@@ -13,6 +13,8 @@ Every figure is agreed across ranks before it is recorded, so rank 0's copy is t
 
 - ``epoch_time_s``: per epoch, max over ranks (epochs start at a barrier); ``total_time_s``: their sum;
 - ``step_time_s``: per training step, max over ranks (it also sizes the paired gate's blocks);
+- ``cpu_time_s``: per training step, the CPU time the ranks spent on it, summed over ranks
+  (:mod:`~pytest_dmlbench.measure.cpu_time`; not recorded where the platform cannot read it);
 - ``throughput_samples_per_s``: per epoch, global samples actually trained on / epoch time;
 - ``loss``: per epoch, the mean shard loss over steps and data-holding ranks;
 - ``accuracy``: held-out samples classified correctly (pixels, for segmentation), summed over ranks;
@@ -34,6 +36,7 @@ from typing import Any
 from pytest_dmlbench.experiments.datasets import Splits, load_splits
 from pytest_dmlbench.experiments.schema import Experiment
 from pytest_dmlbench.measure.clock import now
+from pytest_dmlbench.measure.cpu_time import CpuReader
 from pytest_dmlbench.measure.rounds import BlockBudget, is_smoke
 
 MB = 1e6
@@ -48,6 +51,7 @@ class EpochFigures:
     samples: int
     bytes_per_step: list[float]
     step_times: list[float]
+    cpu_times: list[float]  # summed over ranks; empty where the platform cannot read CPU time
 
 
 def _sum_over_ranks(values: list[float]) -> list[float]:
@@ -121,6 +125,8 @@ def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: in
     losses: list[float] = []
     sent: list[float] = []
     step_times: list[float] = []
+    cpu_times: list[float] = []
+    cpu = CpuReader.for_rank()
     samples = 0
     sync.barrier()
     start = now()
@@ -128,9 +134,10 @@ def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: in
         offset = ((warmup + step) % (len(order) // size)) * size
         index = order[offset:offset + size]
         inputs, targets = _shard_for(strategy, splits.train_x[index], splits.train_y[index])
-        step_start = now()
+        step_start, cpu_start = now(), cpu.read()
         loss = strategy.step(inputs, targets, loss_fn)
         step_times.append(now() - step_start)
+        cpu_times.append(cpu.read() - cpu_start)
         sent.append(float(strategy.comm_bytes_last_step))
         if targets is not None:
             losses.append(float(loss))
@@ -144,6 +151,7 @@ def train_epoch(strategy: Any, splits: Splits, experiment: Experiment, epoch: in
         samples=int(global_samples),
         bytes_per_step=_mean_over_ranks(sent) if sent else [],
         step_times=sync.max(step_times) if step_times else [],
+        cpu_times=_sum_over_ranks(cpu_times) if cpu_times and cpu.readable else [],
     )
 
 
@@ -273,6 +281,11 @@ def measure_experiment(experiment: Experiment, rank: int, world_size: int, devic
         "step_time_s": [t for e in epochs for t in e.step_times],
     }
     notes: list[str] = []
+    cpu_times = [t for e in epochs for t in e.cpu_times]
+    if cpu_times:
+        figures["cpu_time_s"] = cpu_times
+    elif (missing := CpuReader.for_rank().missing) is not None:
+        notes.append(missing)
     if accuracy is not None:
         figures["accuracy"] = accuracy
     if experiment.comm_rounds:

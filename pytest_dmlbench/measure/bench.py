@@ -114,9 +114,10 @@ class RankBench:
     def collective(self, op: str, nbytes: int, *, iters: int = 20, warmup: int = 5, rounds: int = 10,
                    check: bool = True) -> CollectiveResult:
         """nccl-tests style: time ``iters`` back-to-back ``op`` calls per round; records time per op,
-        ``algbw_gbps`` and ``busbw_gbps``; correctness is checked in separate untimed calls. In a block of the
-        paired gate the block's budget of calls (sized from the time of one op) replaces ``rounds``, grouped
-        ``iters`` to a round, and its warm-up replaces ``warmup``; a smoke run times one call, unwarmed."""
+        ``algbw_gbps``, ``busbw_gbps`` and ``cpu_time_s`` (the ranks' whole processes per op, summed over ranks);
+        correctness is checked in separate untimed calls. In a block of the paired gate the block's budget of calls
+        (sized from the time of one op) replaces ``rounds``, grouped ``iters`` to a round, and its warm-up replaces
+        ``warmup``; a smoke run times one call, unwarmed."""
         from pytest_dmlbench.measure.collective_bench import bench_collective
 
         if self.block is not None and self.block.smoke:  # the smoke run: one round of one call, no warm-up
@@ -127,6 +128,7 @@ class RankBench:
         result = bench_collective(op, nbytes, iters=iters, warmup=warmup, rounds=rounds,
                                   device=self.dist.device, check=check)
         self.metrics.update(result.metrics())
+        self.notes.extend(note for note in result.notes if note not in self.notes)
         return result
 
     @contextmanager

@@ -4,18 +4,22 @@ For a collective of size S (see :mod:`pytest_dmlbench.measure.bandwidth` for wha
 the result is checked once in an untimed call with rank-dependent data, then ``warmup`` calls are made and
 the ranks synchronised; each round starts at a barrier and times ``iters`` back-to-back calls on the host
 clock, divided by ``iters``; the round's time is the max over ranks (nccl-tests averages over ranks; the
-max is the conservative choice and matches every other figure of this package).
+max is the conservative choice and matches every other figure of this package). Beside it each round reads
+the CPU time the ranks' processes spent per call, summed over ranks (``cpu_time_s``): the backend's threads do
+a collective's work (gloo's copy, reduction and socket calls), so the whole process is read; waiting for a
+peer does not count. On CUDA ranks it is the host's launch and synchronisation work, not NCCL's kernels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_dmlbench.errors import CollectiveCheckFailed
 from pytest_dmlbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from pytest_dmlbench.measure.clock import now
+from pytest_dmlbench.measure.cpu_time import CpuReader
 from pytest_dmlbench.measure.rounds import RankSync, RoundPlan, run_rounds
 from pytest_dmlbench.results import MetricResult
 
@@ -140,7 +144,8 @@ def check_collective(
 
 @dataclass
 class CollectiveResult:
-    """Per-round figures of one collective at one size (identical on every rank)."""
+    """Per-round figures of one collective at one size (identical on every rank); ``cpu_time_s`` is empty, and
+    ``notes`` say why, where the platform cannot read CPU time."""
 
     op: str
     nbytes: int
@@ -149,13 +154,18 @@ class CollectiveResult:
     time_s: list[float]
     algbw_gbps: list[float]
     busbw_gbps: list[float]
+    cpu_time_s: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def metrics(self) -> dict[str, MetricResult]:
-        return {
+        metrics = {
             "step_time_s": MetricResult.of("step_time_s", self.time_s),
             "algbw_gbps": MetricResult.of("algbw_gbps", self.algbw_gbps),
             "busbw_gbps": MetricResult.of("busbw_gbps", self.busbw_gbps),
         }
+        if self.cpu_time_s:
+            metrics["cpu_time_s"] = MetricResult.of("cpu_time_s", self.cpu_time_s)
+        return metrics
 
 
 def bench_collective(
@@ -193,15 +203,18 @@ def bench_collective(
     if on_cuda:
         torch.cuda.synchronize(buffers.send.device)
 
-    def body() -> tuple[float]:
-        start = now()
+    cpu = CpuReader.for_collectives()
+
+    def body() -> tuple[float, float]:
+        start, cpu_start = now(), cpu.read()
         for _ in range(iters):
             _call(op, fn, buffers, group)
         if on_cuda:
             torch.cuda.synchronize(buffers.send.device)
-        return ((now() - start) / iters,)
+        return (now() - start) / iters, (cpu.read() - cpu_start) / iters
 
-    times = [row[0] for row in run_rounds(body, RoundPlan(warmup=0, rounds=rounds), width=1, sync=sync)]
+    rows = run_rounds(body, RoundPlan(warmup=0, rounds=rounds), width=2, sync=sync, summed=1)
+    times = [row[0] for row in rows]
     return CollectiveResult(
         op=op,
         nbytes=buffers.nbytes,
@@ -210,4 +223,6 @@ def bench_collective(
         time_s=times,
         algbw_gbps=[algbw_gbps(buffers.nbytes, t) for t in times],
         busbw_gbps=[busbw_gbps(op, buffers.nbytes, t, sync.world_size) for t in times],
+        cpu_time_s=[row[1] for row in rows] if cpu.readable else [],
+        notes=[cpu.missing] if cpu.missing else [],
     )

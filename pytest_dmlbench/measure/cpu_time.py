@@ -7,6 +7,10 @@ process: ``docs/explanation/statistics.md``). A rank with an intra-op pool compu
 that Python cannot name, so there the whole process is read, gloo's threads included. Either way waiting
 (a slower peer, a barrier, a sleep, I/O) does not count: CPU time sees work, wall time sees everything.
 On CUDA ranks it is the host's launch and synchronisation work, not the device's.
+
+A collective benchmark times work that runs on the backend's own threads (gloo's worker and transport
+threads copy, reduce and send while the calling thread waits), so there the whole process is read
+(:meth:`CpuReader.for_collectives`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ class CpuReader:
         import torch
 
         return cls(whole_process=torch.get_num_threads() > 1, missing=cpu_clock_missing())
+
+    @classmethod
+    def for_collectives(cls) -> CpuReader:
+        """The reader for a collective benchmark: the whole process, where the backend's threads do the work."""
+        return cls(whole_process=True, missing=cpu_clock_missing())
 
     def read(self) -> float:
         """CPU seconds so far on this reader's scope (0.0 where the platform cannot read them)."""

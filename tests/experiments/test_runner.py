@@ -28,9 +28,11 @@ def test_records_every_figure_per_epoch(world1: None, tmp_path: Path) -> None:
     run_experiment(DistInfo(0, 1, "gloo", "cpu"), bench, experiment=experiment)
     counts = {name: len(metric.samples) for name, metric in bench.metrics.items()}
     assert counts == {"total_time_s": 1, "epoch_time_s": 2, "throughput_samples_per_s": 2, "loss": 2,
-                      "comm_bytes_per_step": 6, "step_time_s": 6, "accuracy": 1, "exposed_comm_fraction": 1,
-                      "comm_busy_fraction": 1, "peak_rss_mb": 1}
+                      "comm_bytes_per_step": 6, "step_time_s": 6, "cpu_time_s": 6, "accuracy": 1,
+                      "exposed_comm_fraction": 1, "comm_busy_fraction": 1, "peak_rss_mb": 1}
     assert bench.metrics["comm_bytes_per_step"].samples == [0.0] * 6  # one rank: nothing is communicated
+    # every step computes: its CPU time is read on the step, not left at zero
+    assert all(cpu > 0 for cpu in bench.metrics["cpu_time_s"].samples)
     epochs = zip(bench.metrics["throughput_samples_per_s"].samples, bench.metrics["epoch_time_s"].samples,
                  strict=True)
     assert [round(rate * seconds) for rate, seconds in epochs] == [24, 24]
