@@ -38,6 +38,21 @@ def test_records_every_figure_per_epoch(world1: None, tmp_path: Path) -> None:
     assert [round(rate * seconds) for rate, seconds in epochs] == [24, 24]
 
 
+def test_where_cpu_time_cannot_be_read_the_rest_is_recorded_and_a_note_says_why(world1: None, tmp_path: Path) -> None:
+    from pytest_dmlbench.measure.clock import use_cpu_clock
+
+    def unreadable() -> float:
+        raise OSError("CLOCK_THREAD_CPUTIME_ID not supported")
+
+    experiment = _experiment(tmp_path, "model: transformer, dataset: tokens, batch_size: 8, epochs: 1, "
+                                       "max_batches_per_epoch: 2, comm_rounds: 0")
+    bench = RankBench(DistInfo(0, 1, "gloo", "cpu"))
+    with use_cpu_clock(unreadable):
+        run_experiment(DistInfo(0, 1, "gloo", "cpu"), bench, experiment=experiment)
+    assert "cpu_time_s" not in bench.metrics and len(bench.metrics["step_time_s"].samples) == 2
+    assert any("cannot read a thread's CPU time" in note for note in bench.notes), bench.notes
+
+
 def test_training_set_smaller_than_one_batch_is_a_clear_error(world1: None, tmp_path: Path) -> None:
     write_fake_cifar(tmp_path / "cifar", train_images=5)
     experiment = _experiment(tmp_path, "model: cnn, dataset: cifar10, data_dir: cifar, batch_size: 8")

@@ -86,3 +86,19 @@ def test_a_collective_records_its_ranks_cpu_time_which_the_calling_thread_alone_
     assert median(large0["cpu_time_s"]) > 3 * median(small0["cpu_time_s"]) > 0
     # negative control: the calling thread waits while gloo's threads work, so its own CPU time misses most of it
     assert thread < 0.5 * process, (thread, process)
+
+
+def test_where_cpu_time_cannot_be_read_a_collective_records_the_rest_and_says_why(world1: None) -> None:
+    from pytest_dmlbench.measure.bench import RankBench
+    from pytest_dmlbench.measure.clock import use_cpu_clock
+    from pytest_dmlbench.measure.dist_info import DistInfo
+
+    def unreadable() -> float:
+        raise OSError("CLOCK_THREAD_CPUTIME_ID not supported")
+
+    bench = RankBench(DistInfo(0, 1, "gloo", "cpu"))
+    with use_cpu_clock(unreadable):
+        bench.collective("all_reduce", SMALL, iters=2, warmup=0, rounds=3)
+    assert set(bench.metrics) == {"step_time_s", "algbw_gbps", "busbw_gbps"}
+    assert len(bench.metrics["step_time_s"].samples) == 3
+    assert any("cannot read a thread's CPU time" in note for note in bench.notes), bench.notes
