@@ -277,7 +277,9 @@ def test_run_script_on_64_ranks_keeps_each_ranks_argv_output_status_and_rank(tmp
     path = tmp_path / "job.py"
     path.write_text(SCRIPT_64)
     argv = list(sys.argv)
+    main = sys.modules["__main__"]
     run, runs = _scripts_on_64_ranks(path, check=False)
+    assert sys.modules["__main__"] is main, "a rank's script stayed the process's __main__ after the world"
     assert passed(run, 64)
     for rank in range(64):
         assert runs[rank].rank == rank
@@ -300,6 +302,28 @@ def test_negative_control_without_per_rank_process_state_argv_and_output_mix(tmp
     mixed = [rank for rank in range(64) if runs.get(rank) is None
              or runs[rank].output != f"start {rank} ['--tag={rank}']\nend {rank} ['--tag={rank}'] 64\n"]
     assert len(mixed) > 32, mixed
+
+
+def test_negative_control_without_a_per_rank_main_module_a_ranks_script_stays_main(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``__main__`` in each rank's state, ``runpy`` hands back, when a script ends, the ``__main__`` it found
+    at its start: another rank's script, which stays the process's (a later ``multiprocessing`` spawn re-ran it)."""
+    main = sys.modules["__main__"]
+    monkeypatch.setitem(sys.modules, "__main__", main)  # the leak must not outlive this test
+    apply = process_state._Values.apply
+
+    def apply_leaving_main(self: Any, current: Any = None) -> None:
+        kept = sys.modules.get("__main__")
+        apply(self, current)
+        if kept is not None:
+            sys.modules["__main__"] = kept
+
+    monkeypatch.setattr(process_state._Values, "apply", apply_leaving_main)
+    path = tmp_path / "job.py"
+    path.write_text(SCRIPT_64)
+    _scripts_on_64_ranks(path, check=False)
+    assert sys.modules["__main__"] is not main
+    assert getattr(sys.modules["__main__"], "__file__", None) == str(path)
 
 
 def test_the_worlds_abort_passes_through_except_exception() -> None:
