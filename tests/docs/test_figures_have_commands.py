@@ -17,6 +17,7 @@ and is not walked.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from collections.abc import Iterator
@@ -207,8 +208,13 @@ def command_problems(command: str) -> list[str]:
     if words[0].startswith("python") and words[2] == "pytest_dmlbench":
         return dmlbench_cli_problems(command, words[3:])
     args = words[1:] if words[0] == "pytest" else words[3:]
+    # a plugin of this repository loaded with -p (ci.cpu_per_test) adds its own options
+    plugins = [ROOT / (name.replace(".", "/") + ".py") for flag, name in itertools.pairwise(args)
+               if flag == "-p"]
+    added = "".join(path.read_text() for path in plugins if path.is_file())
     problems = []
-    problems += [f"{command}: pytest has no option {option}" for option in options if not pytest_knows(option)]
+    problems += [f"{command}: pytest has no option {option}" for option in options
+                 if f'addoption("{option}"' not in added and not pytest_knows(option)]
     for arg in args:
         path = arg.split("::", 1)[0]
         if path.startswith(("bench_cases/", "tests/", "ci/", "studies/")) and not (ROOT / path).exists():
