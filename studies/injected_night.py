@@ -2,11 +2,12 @@
 does nothing else turn red?
 
 Clones this repository's HEAD into a scratch folder and commits, on top of it, a change that slows the named
-cases of ``bench_cases/`` (``studies/injected_slowdown.py``: each timed call followed by ``--share`` of its own
-thread CPU time of extra work, ``counted`` matrix products or ``elementwise`` additions the flop counter does not
-count). Then runs ``ci/nightly.sh`` there against ``HEAD~1`` (the same code without the slowdown), with the
-nightly's defaults unless ``--env NAME=VALUE`` overrides them, and reads its results file: for every slowed case
-each figure's verdict and which figure failed it; for every other case, whether it failed (red for nothing).
+cases of ``bench_cases/`` (``studies/injected_slowdown.py``: each timed call followed by extra work, ``counted``
+matrix products, ``--share`` of the call's own counted FLOPs and the same number every call, or ``elementwise``
+additions the flop counter does not count, ``--share`` of the call's own thread CPU time). Then runs
+``ci/nightly.sh`` there against ``HEAD~1`` (the same code without the slowdown), with the nightly's defaults
+unless ``--env NAME=VALUE`` overrides them, and reads its results file: for every slowed case each figure's verdict
+and which figure failed it; for every other case, whether it failed (red for nothing).
 
     python -m studies.injected_night --slow "bench_cases/test_training_benchmarks.py::test_strategy_training[ddp]"
     python -m studies.injected_night --how counted --share 0.05 --out night.json \\

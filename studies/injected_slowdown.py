@@ -2,13 +2,18 @@
 
 ``studies/injected_night.py`` appends one line to a benchmark module in the night's slowed commit, rebinding a
 case function to ``slowed(case, ids, how, share)``. The slowed case's timed calls (``dmlbench(fn)``,
-``dmlbench.pedantic(fn)``, the strategy and twin of ``dmlbench.train``) each do extra work after the call, for
-``share`` of the thread CPU time the call itself spent (so the extra is a fixed share of the case's own work,
-whatever its neighbours do). The work is one of:
+``dmlbench.pedantic(fn)``, the strategy and twin of ``dmlbench.train``) each do extra work after the call. The
+work, and how much of it, is one of:
 
-* ``counted``: 64x64 matrix products, which torch's flop counter counts (the counters may see the change);
-* ``elementwise``: elementwise additions on a 16k-element tensor, which it does not (the same counted work done
-  slower: only time can see it).
+* ``counted``: 64x64 matrix products, which torch's flop counter counts, ``share`` of the call's own counted FLOPs
+  to the nearest whole product (counted once, on the wrapped callable's first call: a fixed number of products per
+  call from then on, the first call included, so the slowed side's ``flops_per_step`` is the same exact figure in
+  every round and on every rank that does the same work; its time grows by about ``share`` where the case's time
+  goes to its counted work). A call that counts too few FLOPs for one product (a collective alone) cannot be
+  slowed this way: it fails, naming ``elementwise``;
+* ``elementwise``: elementwise additions on a 16k-element tensor, which the flop counter does not count (the same
+  counted work done slower: only time can see it), for ``share`` of the thread CPU time the call itself spent (a
+  fixed share of the case's own work, whatever its neighbours do).
 
 Only the parametrizations named in ``ids`` (pytest's ids, as in ``test_step[ddp]``) are slowed; a case that
 records its steps another way (``training_steps()``, ``collective()``) is not slowed by this wrapper.
@@ -22,6 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 HOWS = ("counted", "elementwise")
+UNIT_FLOPS = {"counted": 2 * 64 * 64 * 64}  # what one unit of counted work adds to the flop counter's count
 PRIMITIVE = (str, int, float, bool, type(None))
 
 
@@ -51,17 +57,40 @@ def spin(seconds: float, work: Callable[[], object], clock: Callable[[], float] 
             return units
 
 
+def repeat(units: int, work: Callable[[], object]) -> int:
+    """Do ``work`` ``units`` times; the units done."""
+    for _ in range(units):
+        work()
+    return units
+
+
+def counted_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``fn(*args, **kwargs)`` and the FLOPs torch's flop counter counted in it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as mode:
+        result = fn(*args, **kwargs)
+    return result, float(mode.get_total_flops())
+
+
 class Slowing:
-    """Wraps a timed callable so that each call is followed by ``share`` of its own thread CPU time of work."""
+    """Wraps a timed callable so that each call is followed by ``share`` more work: of the call's counted FLOPs
+    (``counted``: a fixed number of units per call of the wrapped callable, sized on its first call, which the flop
+    counter slows as the plugin's own count slows its first warm-up round) or of its own thread CPU time
+    (``elementwise``)."""
 
     def __init__(self, how: str, share: float, clock: Callable[[], float] = time.thread_time) -> None:
         if not 0 < share < 1:
             raise ValueError(f"share={share}: give a fraction between 0 and 1 (0.05 is 5 % more work)")
+        self.how = how
         self.work = extra_work(how)
         self.share = share
         self.clock = clock
 
     def call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if self.how in UNIT_FLOPS:
+            return self._counted_call(fn)
+
         @functools.wraps(fn)
         def slowed_call(*args: Any, **kwargs: Any) -> Any:
             start = self.clock()
@@ -69,6 +98,29 @@ class Slowing:
             spin(self.share * (self.clock() - start), self.work, self.clock)
             return result
         return slowed_call
+
+    def _counted_call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        units: list[int] = []  # sized on the first call
+
+        @functools.wraps(fn)
+        def slowed_call(*args: Any, **kwargs: Any) -> Any:
+            if units:
+                result = fn(*args, **kwargs)
+            else:
+                result, flops = counted_flops(fn, *args, **kwargs)
+                units.append(self.counted_units(flops, getattr(fn, "__name__", repr(fn))))
+            repeat(units[0], self.work)
+            return result
+        return slowed_call
+
+    def counted_units(self, flops: float, name: str) -> int:
+        """Units of counted work per call: ``share`` of a call's ``flops``, rounded to whole units."""
+        units = round(self.share * flops / UNIT_FLOPS[self.how])
+        if units < 1:
+            raise ValueError(f"{name}: the flop counter counts {flops:.0f} FLOPs in this call, under the "
+                             f"{UNIT_FLOPS[self.how] / 2 / self.share:.0f} that {self.share:.0%} of would make half "
+                             "a unit of counted work; slow it with how='elementwise' (a share of its CPU time)")
+        return units
 
     def steppable(self, strategy: Any) -> Any:
         """``strategy`` (a ``.step(inputs, targets, loss_fn)`` object or such a callable) with a slowed step."""

@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 
 from studies import injected_night
-from studies.injected_slowdown import SlowedBench, Slowing, extra_work, parametrizations, slowed, spin
+from studies.injected_slowdown import (
+    UNIT_FLOPS,
+    SlowedBench,
+    Slowing,
+    counted_flops,
+    extra_work,
+    parametrizations,
+    slowed,
+    spin,
+)
 from studies.scratch_repo import commits_of, git
 from tests.studies.running import run_study
 
@@ -86,6 +95,66 @@ def test_the_counted_work_is_counted_by_the_flop_counter_and_the_elementwise_wor
     assert counted == {"counted": 2 * 64 * 64 * 64, "elementwise": 0}
     with pytest.raises(ValueError, match="how='sleep': give one of counted, elementwise"):
         extra_work("sleep")
+
+
+def step_of_flops(products: int) -> Callable[[], object]:
+    """A step of ``products`` 128x128 matrix products (4.2 MFLOPs each: eight units of counted work)."""
+    import torch
+
+    matrix = torch.randn(128, 128)
+
+    def step() -> object:
+        for _ in range(products):
+            torch.mm(matrix, matrix)
+        return "stepped"
+    return step
+
+
+def test_counted_work_is_a_fixed_share_of_the_calls_flops_the_same_in_every_round() -> None:
+    """The counters judge the slowed side's FLOPs exactly: the extra must be the same count on every call, the first
+    included, and in every process (a round) that wraps the same work, whatever the clock did."""
+    step = step_of_flops(10)  # 41.9 MFLOPs: 5 % of it is 4 units (exactly 4.0)
+    _, plain = counted_flops(step)
+    assert plain == 10 * 2 * 128**3
+    per_round = []
+    for _ in range(2):  # two rounds: each wraps the step anew, as each run of the case does
+        slowed_step = Slowing("counted", 0.05).call(step)
+        first, first_flops = counted_flops(slowed_step)  # the call that sizes the extra is counted too
+        later = [counted_flops(slowed_step)[1] for _ in range(3)]
+        assert first == "stepped"
+        per_round.append([first_flops, *later])
+    assert per_round == [[plain + 4 * UNIT_FLOPS["counted"]] * 4] * 2
+    assert per_round[0][0] / plain == pytest.approx(1.05, abs=0.001)
+
+
+def test_negative_control_work_sized_by_cpu_time_changes_the_count_with_the_clock() -> None:
+    """The elementwise injection is sized by time; sized so, counted work would follow the clock: two rounds of the
+    same step on clocks that differ count different FLOPs (what made the counters inconclusive), where the
+    counted injection above counts the same."""
+    counts = []
+    for seconds in (10.0, 20.0):  # the same step, measured at 10 s and at 20 s of CPU time
+        clock = FakeClock()
+        slowing = Slowing("elementwise", 0.05, clock)
+        slowing.work = extra_work("counted")
+        unit = slowing.work
+
+        def timed_unit(unit: Callable[[], object] = unit, clock: FakeClock = clock) -> object:
+            clock.advance(0.125)
+            return unit()
+        slowing.work = timed_unit
+
+        def step(clock: FakeClock = clock, seconds: float = seconds) -> None:
+            clock.advance(seconds)
+        counts.append(counted_flops(slowing.call(step))[1])
+    assert counts == [4 * UNIT_FLOPS["counted"], 8 * UNIT_FLOPS["counted"]]
+
+
+def test_a_call_with_too_few_flops_cannot_be_slowed_by_counted_work() -> None:
+    slowed_step = Slowing("counted", 0.05).call(step_of_flops(1))  # 5 % of 4.2 MFLOPs is 0.4 of a unit
+    with pytest.raises(ValueError, match=r"step: the flop counter counts 4194304 FLOPs in this call, under the "
+                                         r"5242880 that 5% of would make half a unit of counted work; slow it with "
+                                         r"how='elementwise'"):
+        slowed_step()
 
 
 def test_only_the_named_parametrizations_get_a_slowed_bench() -> None:
