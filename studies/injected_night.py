@@ -3,8 +3,9 @@ does nothing else turn red?
 
 Clones this repository's HEAD into a scratch folder and commits, on top of it, a change that slows the named
 cases of ``bench_cases/`` (``studies/injected_slowdown.py``: each timed call followed by extra work, ``counted``
-matrix products, ``--share`` of the call's own counted FLOPs and the same number every call, or ``elementwise``
-additions the flop counter does not count, ``--share`` of the call's own thread CPU time). Then runs
+matrix products, the same number after every call, as many as ``--share`` of the call's thread CPU time on this
+host (calibrated first by one plain run of the slowed cases at world size 4 that reads their calls), or
+``elementwise`` additions the flop counter does not count, ``--share`` of each call's own thread CPU time). Then runs
 ``ci/nightly.sh`` there against ``HEAD~1`` (the same code without the slowdown), with the nightly's defaults
 unless ``--env NAME=VALUE`` overrides them, and reads its results file: for every slowed case each figure's verdict
 and which figure failed it; for every other case, whether it failed (red for nothing).
@@ -54,29 +55,68 @@ def parse_node(nodeid: str) -> tuple[str, str, str]:
     return match["path"], match["function"], match["id"] or ""
 
 
-def injection(nodeids: list[str], how: str, share: float) -> dict[str, str]:
-    """The lines appended to each benchmark module to slow ``nodeids``: ``{path: text}``."""
+def injection(nodeids: list[str], how: str, share: float,
+              units: dict[str, int] | None = None) -> dict[str, str]:
+    """The lines appended to each benchmark module to slow ``nodeids`` (``units``: each node id's calibrated units
+    of counted work per call): ``{path: text}``."""
     wanted: dict[tuple[str, str], list[str]] = defaultdict(list)
     for nodeid in nodeids:
         path, function, ident = parse_node(nodeid)
         wanted[(path, function)].append(ident)
     texts: dict[str, str] = {}
     for (path, function), ids in wanted.items():
+        sized = "" if units is None else (
+            f", units={ {ident: units[f'{path}::{function}[{ident}]'] for ident in sorted(ids)}!r}")
         texts[path] = texts.get(path, INJECTED) + (
-            f"{function} = _injected_slowed({function}, {sorted(ids)!r}, {how!r}, {share!r})\n")
+            f"{function} = _injected_slowed({function}, {sorted(ids)!r}, {how!r}, {share!r}{sized})\n")
     return texts
 
 
-def slowed_clone(source: Path, folder: Path, nodeids: list[str], how: str, share: float) -> Path:
-    """A clone of ``source``'s HEAD in ``folder`` with one commit on top that slows ``nodeids``; ``folder``."""
-    git(folder.parent, "clone", "-q", str(source), str(folder))
-    for path, text in injection(nodeids, how, share).items():
+def inject(folder: Path, texts: dict[str, str]) -> None:
+    for path, text in texts.items():
         module = folder / path
         if not module.is_file():
-            raise ValueError(f"--slow names {path}, which {source} does not have")
+            raise ValueError(f"--slow names {path}, which the clone in {folder} does not have")
         module.write_text(module.read_text() + text)
+
+
+def calibrate(folder: Path, nodeids: list[str], share: float, world_size: int = 4) -> dict[str, int]:
+    """Each node id's units of counted work per call for a ``share`` slowdown on this host: one plain run of the cases
+    (``pytest --dmlbench --world-size 4``, the nightly's) in ``folder`` with their calls read, the clone left as it
+    was."""
+    from studies.injected_slowdown import CALIBRATION_ENV, calibrated_units
+
+    inject(folder, injection(nodeids, "calibrate", share))
+    readings = folder.parent / "calibration.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env |= {"PYTHONPATH": str(folder), CALIBRATION_ENV: str(readings)}
+    try:
+        done = subprocess.run(["python", "-m", "pytest", "--dmlbench", "--world-size", str(world_size), "-q",
+                               "-p", "no:randomly", *nodeids], cwd=folder, env=env, capture_output=True, text=True,
+                              check=False)
+    finally:
+        git(folder, "checkout", "--", ".")
+    if done.returncode != 0:
+        raise RuntimeError(f"the calibrating run of {', '.join(nodeids)} failed (exit {done.returncode}):\n"
+                           f"{(done.stdout + done.stderr)[-3000:]}")
+    by_id = calibrated_units((json.loads(line) for line in readings.read_text().splitlines()), share)
+    units = {}
+    for nodeid in nodeids:
+        key = os.path.basename(nodeid)  # test_steps.py::test_step[ddp], as the calibrating run names it
+        if key not in by_id:
+            raise RuntimeError(f"the calibrating run read no timed call of {nodeid} (it read {sorted(by_id)})")
+        units[nodeid] = by_id[key]
+    return units
+
+
+def slowed_clone(source: Path, folder: Path, nodeids: list[str], how: str, share: float) -> tuple[Path, dict[str, int]]:
+    """A clone of ``source``'s HEAD in ``folder`` with one commit on top that slows ``nodeids``; ``folder`` and, for
+    ``counted`` work, each node id's calibrated units per call (:func:`calibrate`)."""
+    git(folder.parent, "clone", "-q", str(source), str(folder))
+    units = calibrate(folder, nodeids, share) if how == "counted" else None
+    inject(folder, injection(nodeids, how, share, units))
     commit_all(folder, f"injected: {', '.join(nodeids)} {how} {share:.0%} slower")
-    return folder
+    return folder, units or {}
 
 
 def _decided_by(case: dict[str, Any]) -> list[str]:
@@ -173,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     with tempfile.TemporaryDirectory(prefix="dmlbench-injected-") as name:
         tmp = Path(name)
-        clone = slowed_clone(ROOT, tmp / "repo", args.slow, args.how, args.share)
+        clone, units = slowed_clone(ROOT, tmp / "repo", args.slow, args.how, args.share)
         files = tmp / "night"
         files.mkdir()
         rc, wall = run_night(clone, files, overrides, args.select, args.timeout)
@@ -185,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"injected_night: the night wrote no results (exit {rc})")
             return 1
         night = summarize_results(json.loads(results.read_text()), args.slow)
-    report = {"slow": args.slow, "how": args.how, "share": args.share, "select": args.select, "env": overrides,
+    report = {"slow": args.slow, "how": args.how, "share": args.share, "units": units, "select": args.select,
+              "env": overrides,
               "exit": rc, "wall_s": wall, "head": git(ROOT, "rev-parse", "HEAD"), "night": night}
     args.out.write_text(json.dumps(report, indent=1))
     print_summary(report)

@@ -5,12 +5,15 @@ case function to ``slowed(case, ids, how, share)``. The slowed case's timed call
 ``dmlbench.pedantic(fn)``, the strategy and twin of ``dmlbench.train``) each do extra work after the call. The
 work, and how much of it, is one of:
 
-* ``counted``: 64x64 matrix products, which torch's flop counter counts, ``share`` of the call's own counted FLOPs
-  to the nearest whole product (counted once, on the wrapped callable's first call: a fixed number of products per
-  call from then on, the first call included, so the slowed side's ``flops_per_step`` is the same exact figure in
-  every round and on every rank that does the same work; its time grows by about ``share`` where the case's time
-  goes to its counted work). A call that counts too few FLOPs for one product (a collective alone) cannot be
-  slowed this way: it fails, naming ``elementwise``;
+* ``counted``: 64x64 matrix products, which torch's flop counter counts, the same number after every call (the
+  first included), so the slowed side's ``flops_per_step`` is one exact figure in every round and on every rank
+  that does the same work. How many: given per id (``units``, from :func:`calibrated_units`: ``share`` of the
+  call's thread CPU time on the host that calibrated, read by a run with ``how="calibrate"``; what
+  ``studies/injected_night.py`` does, so the case is ``share`` slower), else ``share`` of the call's own counted
+  FLOPs, counted on the wrapped callable's first call (``share`` more counted work, whose time share depends on how
+  much of the case's time its counted work takes: +5 % of FLOPs read +1.7 % of CPU time on the DDP training
+  step). A call that counts too few FLOPs for one product (a collective alone) cannot be sized by FLOPs: it
+  fails, naming ``elementwise``;
 * ``elementwise``: elementwise additions on a 16k-element tensor, which the flop counter does not count (the same
   counted work done slower: only time can see it), for ``share`` of the thread CPU time the call itself spent (a
   fixed share of the case's own work, whatever its neighbours do).
@@ -22,6 +25,8 @@ records its steps another way (``training_steps()``, ``collective()``) is not sl
 from __future__ import annotations
 
 import functools
+import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -79,13 +84,17 @@ class Slowing:
     counter slows as the plugin's own count slows its first warm-up round) or of its own thread CPU time
     (``elementwise``)."""
 
-    def __init__(self, how: str, share: float, clock: Callable[[], float] = time.thread_time) -> None:
+    def __init__(self, how: str, share: float, clock: Callable[[], float] = time.thread_time,
+                 units: int | None = None) -> None:
         if not 0 < share < 1:
             raise ValueError(f"share={share}: give a fraction between 0 and 1 (0.05 is 5 % more work)")
+        if units is not None and (how not in UNIT_FLOPS or units < 1):
+            raise ValueError(f"units={units}: a fixed number of units (at least 1) is for how='counted' only")
         self.how = how
         self.work = extra_work(how)
         self.share = share
         self.clock = clock
+        self.units = units  # counted: the units per call, calibrated beforehand; None sizes them by FLOPs
 
     def call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if self.how in UNIT_FLOPS:
@@ -100,7 +109,7 @@ class Slowing:
         return slowed_call
 
     def _counted_call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        units: list[int] = []  # sized on the first call
+        units: list[int] = [] if self.units is None else [self.units]  # else sized on the first call
 
         @functools.wraps(fn)
         def slowed_call(*args: Any, **kwargs: Any) -> Any:
@@ -127,6 +136,64 @@ class Slowing:
         if callable(getattr(strategy, "step", None)):
             return SlowedStrategy(strategy, self.call(strategy.step))
         return self.call(strategy)
+
+
+CALIBRATION_ENV = "DMLBENCH_INJECTION_CALIBRATION"  # the file a calibrating run appends its readings to
+CALIBRATION_UNITS = 2000  # units of counted work timed once per process for the cost of one
+
+
+class Calibrating(Slowing):
+    """Reads, instead of slowing: each wrapped call's own thread CPU time, and once per process the thread CPU time
+    of one unit of counted work, appended as JSON lines (``{"id", "call_cpu_s"}``, ``{"unit_cpu_s"}``) to the file
+    ``DMLBENCH_INJECTION_CALIBRATION`` names (each rank appends its own lines, one ``write`` each)."""
+
+    unit_cpu_s: float | None = None  # per process
+
+    def __init__(self, ident: str, clock: Callable[[], float] = time.thread_time) -> None:
+        super().__init__("counted", 0.5, clock)
+        self.ident = ident
+        self.path = os.environ.get(CALIBRATION_ENV, "")
+        if not self.path:
+            raise ValueError(f"a calibrating run needs {CALIBRATION_ENV}: the file to append its readings to")
+
+    def _append(self, reading: dict[str, object]) -> None:
+        with open(self.path, "a") as out:
+            out.write(json.dumps(reading) + "\n")
+
+    def call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if Calibrating.unit_cpu_s is None:
+            start = self.clock()
+            repeat(CALIBRATION_UNITS, self.work)
+            Calibrating.unit_cpu_s = (self.clock() - start) / CALIBRATION_UNITS
+            self._append({"unit_cpu_s": Calibrating.unit_cpu_s})
+
+        @functools.wraps(fn)
+        def read_call(*args: Any, **kwargs: Any) -> Any:
+            start = self.clock()
+            result = fn(*args, **kwargs)
+            self._append({"id": self.ident, "call_cpu_s": self.clock() - start})
+            return result
+        return read_call
+
+
+def calibrated_units(readings: Iterable[dict[str, Any]], share: float) -> dict[str, int]:
+    """Units of counted work per call for each id a calibrating run read: ``share`` of the median call's thread CPU
+    time over the median unit's, rounded (at least one). The same count then goes to every call, in every round and
+    on every rank, so the counters read one exact figure; the time it adds is ``share`` on the calibrating host."""
+    from statistics import median
+
+    calls: dict[str, list[float]] = {}
+    units: list[float] = []
+    for reading in readings:
+        if "unit_cpu_s" in reading:
+            units.append(float(reading["unit_cpu_s"]))
+        else:
+            calls.setdefault(str(reading["id"]), []).append(float(reading["call_cpu_s"]))
+    if not units or not calls:
+        raise ValueError("the calibrating run read no timed call: do the slowed cases time their steps through "
+                         "dmlbench(fn), dmlbench.pedantic or dmlbench.train?")
+    unit = median(units)
+    return {ident: max(1, round(share * median(times) / unit)) for ident, times in sorted(calls.items())}
 
 
 class SlowedStrategy:
@@ -209,19 +276,41 @@ def all_ids(marks: list[tuple[list[str], list[tuple[tuple[Any, ...], str]]]]) ->
     return set(ids)
 
 
-def slowed(case: Callable[..., Any], ids: Iterable[str], how: str, share: float) -> Callable[..., Any]:
-    """``case`` with the parametrizations ``ids`` slowed (``how``, ``share``); the others run as they were."""
+def reading_key(case: Callable[..., Any], ident: str) -> str:
+    """How a calibrating run names a parametrization of ``case``: its file's name, the function and the id, as the
+    end of its node id (``test_steps.py::test_step[ddp]``)."""
+    name = f"{os.path.basename(case.__code__.co_filename)}::{case.__name__}"
+    return f"{name}[{ident}]" if ident else name
+
+
+def slowed(case: Callable[..., Any], ids: Iterable[str], how: str, share: float,
+           units: dict[str, int] | None = None) -> Callable[..., Any]:
+    """``case`` with the parametrizations ``ids`` slowed (``how``, ``share``; ``units``: each id's fixed units of
+    counted work per call, as :func:`calibrated_units` gives them); the others run as they were. ``how="calibrate"``
+    reads the calls instead of slowing them (:class:`Calibrating`)."""
     marks = parametrizations(case)
     wanted = set(ids)
     unknown = wanted - all_ids(marks)
     if unknown:
         raise ValueError(f"{case.__name__} has no parametrization {sorted(unknown)}: its ids are "
                          f"{sorted(all_ids(marks))}")
-    slowing = Slowing(how, share)
+    if units is not None and set(units) != wanted:
+        raise ValueError(f"units are given for {sorted(units)}, the slowed ids are {sorted(wanted)}")
+    slowings: dict[str, Slowing] = {}
+
+    def slowing_for(ident: str) -> Slowing:
+        if ident not in slowings:
+            slowings[ident] = (Calibrating(reading_key(case, ident)) if how == "calibrate" else
+                               Slowing(how, share, units=None if units is None else units[ident]))
+        return slowings[ident]
+
+    if how != "calibrate":
+        Slowing(how, share)  # a bad ``how`` or ``share`` is refused here, not in a rank
 
     @functools.wraps(case)
     def slowed_case(*args: Any, **kwargs: Any) -> Any:
-        if call_id(marks, kwargs) in wanted and "dmlbench" in kwargs:
-            kwargs["dmlbench"] = SlowedBench(kwargs["dmlbench"], slowing)
+        ident = call_id(marks, kwargs)
+        if ident in wanted and "dmlbench" in kwargs:
+            kwargs["dmlbench"] = SlowedBench(kwargs["dmlbench"], slowing_for(ident))
         return case(*args, **kwargs)
     return slowed_case

@@ -15,9 +15,12 @@ import pytest
 
 from studies import injected_night
 from studies.injected_slowdown import (
+    CALIBRATION_ENV,
     UNIT_FLOPS,
+    Calibrating,
     SlowedBench,
     Slowing,
+    calibrated_units,
     counted_flops,
     extra_work,
     parametrizations,
@@ -234,19 +237,100 @@ def test_the_slowed_commit_rebinds_the_case_and_changes_nothing_else(tmp_path: P
                  'def test_step(dist, dmlbench, name):\n    pass\n')
     (source / "bench_cases").mkdir()
     commits_of(source, {"base": {"bench_cases/test_steps.py": case_text, "README.md": "cases\n"}})
-    clone = injected_night.slowed_clone(source, tmp_path / "clone", ["bench_cases/test_steps.py::test_step[fsdp]"],
-                                        "counted", 0.05)
+    clone, units = injected_night.slowed_clone(source, tmp_path / "clone",
+                                               ["bench_cases/test_steps.py::test_step[fsdp]"], "elementwise", 0.05)
+    assert units == {}  # elementwise work is sized by each call's time, nothing calibrated
     assert git(clone, "diff", "--name-only", "HEAD~1", "HEAD") == "bench_cases/test_steps.py"
     text = (clone / "bench_cases" / "test_steps.py").read_text()
     assert text.startswith(case_text)
-    assert "test_step = _injected_slowed(test_step, ['fsdp'], 'counted', 0.05)" in text
+    assert "test_step = _injected_slowed(test_step, ['fsdp'], 'elementwise', 0.05)" in text
     ast.parse(text)
     namespace: dict[str, Any] = {}
     exec(compile(text, "test_steps.py", "exec"), namespace)
     assert namespace["test_step"].__wrapped__.__name__ == "test_step"
     with pytest.raises(ValueError, match=r"names bench_cases/test_other\.py, which .* does not have"):
-        injected_night.slowed_clone(source, tmp_path / "clone2", ["bench_cases/test_other.py::test_x"], "counted",
-                                    0.05)
+        injected_night.slowed_clone(source, tmp_path / "clone2", ["bench_cases/test_other.py::test_x"],
+                                    "elementwise", 0.05)
+
+
+TIMED_CASE = """\
+import pytest
+import torch
+
+
+@pytest.mark.dmlbench(world_size=2)
+@pytest.mark.parametrize("size", [128, 192])
+def test_step(dist, dmlbench, size):
+    matrix = torch.randn(size, size)
+    dmlbench.pedantic(torch.mm, args=(matrix, matrix), rounds=12, warmup=1)
+
+
+@pytest.mark.dmlbench(world_size=2)
+@pytest.mark.parametrize("size", [1])
+def test_untimed(dist, dmlbench, size):
+    pass
+"""
+
+
+def test_a_counted_night_calibrates_fixed_units_on_a_real_run(tmp_path: Path) -> None:
+    """``counted``: one plain run of the slowed cases reads each call's CPU time and the unit's, and the slowed commit
+    carries the units per call it gives; the clone is otherwise left as it was."""
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "bench_cases").mkdir()
+    (source / "studies").mkdir()
+    studies = Path(injected_night.__file__).parent  # the injected line imports the slowing from the clone's studies/
+    commits_of(source, {"base": {"bench_cases/test_steps.py": TIMED_CASE, "studies/__init__.py": "",
+                                 "studies/injected_slowdown.py": (studies / "injected_slowdown.py").read_text()}})
+    nodes = ["bench_cases/test_steps.py::test_step[128]", "bench_cases/test_steps.py::test_step[192]"]
+    clone, units = injected_night.slowed_clone(source, tmp_path / "clone", nodes, "counted", 0.5)
+    assert set(units) == set(nodes) and all(n >= 1 for n in units.values()), units
+    assert units[nodes[1]] > units[nodes[0]], units  # 3.4x the FLOPs of the smaller step: more units
+    text = (clone / "bench_cases" / "test_steps.py").read_text()
+    expected = {"128": units[nodes[0]], "192": units[nodes[1]]}
+    assert f"_injected_slowed(test_step, ['128', '192'], 'counted', 0.5, units={expected!r})" in text
+    assert git(clone, "diff", "--name-only", "HEAD~1", "HEAD") == "bench_cases/test_steps.py"
+    assert git(clone, "status", "--porcelain") == ""  # the calibrating lines did not stay
+    with pytest.raises(RuntimeError, match=r"read no timed call"):  # a case that times no step cannot be calibrated
+        injected_night.slowed_clone(source, tmp_path / "clone2", ["bench_cases/test_steps.py::test_untimed[1]"],
+                                    "counted", 0.5)
+
+
+def test_calibrated_units_are_the_share_of_the_median_call_over_the_median_unit() -> None:
+    readings: list[dict[str, Any]] = [{"unit_cpu_s": 0.001}, {"unit_cpu_s": 0.003}, {"unit_cpu_s": 0.002},
+                {"id": "a", "call_cpu_s": 0.4}, {"id": "a", "call_cpu_s": 9.0}, {"id": "a", "call_cpu_s": 0.8},
+                {"id": "b", "call_cpu_s": 0.001}]
+    assert calibrated_units(readings, 0.05) == {"a": 20, "b": 1}  # 5 % of 0.8 s over 2 ms; at least one
+    with pytest.raises(ValueError, match="read no timed call"):
+        calibrated_units([{"unit_cpu_s": 0.001}], 0.05)
+
+
+def test_a_calibrating_call_is_read_not_slowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readings = tmp_path / "readings.jsonl"
+    monkeypatch.setenv(CALIBRATION_ENV, str(readings))
+    monkeypatch.setattr(Calibrating, "unit_cpu_s", None)
+    clock = FakeClock()
+    calibrating = Calibrating("test_steps.py::test_step[ddp]", clock)
+    calibrating.work = lambda: clock.advance(0.001)
+
+    def step() -> str:
+        clock.advance(0.25)
+        return "stepped"
+    wrapped = calibrating.call(step)
+    assert [wrapped(), wrapped()] == ["stepped", "stepped"] and clock.now == pytest.approx(2.5)  # 2 s of units, once
+    lines = [json.loads(line) for line in readings.read_text().splitlines()]
+    call = {"id": "test_steps.py::test_step[ddp]", "call_cpu_s": pytest.approx(0.25)}
+    assert lines == [{"unit_cpu_s": pytest.approx(0.001)}, call, call]
+    monkeypatch.delenv(CALIBRATION_ENV)
+    with pytest.raises(ValueError, match=f"needs {CALIBRATION_ENV}"):
+        Calibrating("x")
+
+
+def test_fixed_units_are_done_after_every_call_whatever_it_counts() -> None:
+    slowed_step = Slowing("counted", 0.05, units=7).call(step_of_flops(1))
+    assert [counted_flops(slowed_step)[1] for _ in range(2)] == [2 * 128**3 + 7 * UNIT_FLOPS["counted"]] * 2
+    with pytest.raises(ValueError, match="for how='counted' only"):
+        Slowing("elementwise", 0.05, units=7)
 
 
 def test_a_shipped_case_can_be_slowed_by_its_node_id() -> None:
