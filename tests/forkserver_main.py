@@ -16,10 +16,11 @@ Two kinds of requests arrive:
   runs the real interpreter.
 
 A request whose environment differs from the server's in what only an interpreter's start reads
-(:data:`STARTUP_PREFIXES`) is not forked, but for ``PYTHONPATH``, which a child honours by its ``sys.path``, and
-what torchrun sets for its workers, which a child applies itself (:data:`APPLIED_IN_CHILD`). torch in a child takes
-the thread count ``OMP_NUM_THREADS`` holds when the run first imports torch, as a fresh interpreter's torch would
-(:func:`take_thread_count_at_torch_import`; a Ray worker sets it for its task's CPUs after it has started).
+(:data:`STARTUP_PREFIXES`) is not forked, but for ``PYTHONPATH``, which a child honours by its ``sys.path``, what
+is read when used (:data:`READ_WHEN_USED`), and what torchrun sets for its workers, which a child applies itself
+(:data:`APPLIED_IN_CHILD`). torch in a child takes the thread count ``OMP_NUM_THREADS`` holds when the run first
+imports torch, as a fresh interpreter's torch would (:func:`take_thread_count_at_torch_import`; a Ray worker sets it
+for its task's CPUs after it has started).
 """
 
 from __future__ import annotations
@@ -64,9 +65,18 @@ APPLIED_IN_CHILD = ("OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "PYTHO
 THREADS = "OMP_NUM_THREADS"
 
 
+# Named like start-up variables but read when used, from the environment a child has taken: `breakpoint()` reads
+# PYTHONBREAKPOINT at every call. Ray's driver sets it in the process that calls `ray.init()`, and so in every inner
+# run a test process starts after its first in-process Ray test: counted as a start-up variable, it sent each of
+# those runs to a fresh interpreter (about 4 s of CPU each for torch's import on a 2-core runner).
+READ_WHEN_USED = ("PYTHONBREAKPOINT",)
+
+
 def startup_environment(env: dict[str, str]) -> dict[str, str]:
-    """The part of ``env`` that an interpreter reads only while it starts, ``PYTHONPATH`` left out."""
-    return {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES) and k != PYTHONPATH}
+    """The part of ``env`` that an interpreter reads only while it starts, ``PYTHONPATH`` and
+    :data:`READ_WHEN_USED` left out."""
+    return {k: v for k, v in env.items()
+            if k.startswith(STARTUP_PREFIXES) and k != PYTHONPATH and k not in READ_WHEN_USED}
 
 
 def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:

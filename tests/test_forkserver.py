@@ -39,6 +39,9 @@ CASES = """
     def test_hangs():
         if os.environ.get("HANG"):
             time.sleep(600)
+
+    def test_breakpoint_calls_the_hook_named():
+        breakpoint()
 """
 
 
@@ -51,7 +54,8 @@ def server() -> Iterator[forkserver.ForkServer]:
 
 def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     write_files(tmp_path, **{"test_forked.py": CASES, "helper.py": "WHERE = 'beside the tests'\n",
-                             "extra/on_path.py": "NAME = 'from PYTHONPATH'\n", "pytest.ini": "[pytest]\n"})
+                             "extra/on_path.py": "NAME = 'from PYTHONPATH'\n", "pytest.ini": "[pytest]\n",
+                             "hook.py": "def called():\n    print('hook called')\n"})
     (tmp_path / "tmp").mkdir()
     env = clean_env(EXPECTED_CWD=str(tmp_path), TMPDIR=str(tmp_path / "tmp"), MARK="marked")
     return tmp_path, env
@@ -64,7 +68,8 @@ def fresh(folder: Path, args: list[str], env: dict[str, str]) -> subprocess.Comp
 
 def test_a_forked_run_ends_and_reports_as_a_fresh_one(server: forkserver.ForkServer, tmp_path: Path) -> None:
     folder, env = project(tmp_path)
-    args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-s", "-q", "-k", "not hangs and not pythonpath"]
+    args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-s", "-q", "-k",
+            "not hangs and not pythonpath and not breakpoint"]
     forked = server.run(args, folder, env, timeout=120)
     alone = fresh(folder, args, env)
     assert forked.returncode == alone.returncode == 1, forked.stdout + forked.stderr
@@ -89,6 +94,21 @@ def test_a_run_with_its_own_pythonpath_is_forked_and_honours_it(server: forkserv
     # negative control: without it, the module is not found
     alone = server.run(args, folder, {k: v for k, v in env.items() if k != "PYTHONPATH"}, timeout=120)
     assert alone.returncode == 1 and "No module named 'on_path'" in alone.stdout, alone.stdout
+
+
+def test_a_run_setting_pythonbreakpoint_is_forked_and_its_breakpoint_calls_that_hook(
+        server: forkserver.ForkServer, tmp_path: Path) -> None:
+    # Ray's driver sets PYTHONBREAKPOINT in the test process; read at every breakpoint() call, not at start-up, it
+    # must not send the inner runs that inherit it to a fresh interpreter, and a forked child must still honour it
+    folder, env = project(tmp_path)
+    env = env | {"PYTHONBREAKPOINT": "hook.called", "PYTHONPATH": str(folder)}
+    assert "PYTHONBREAKPOINT" not in server.env and forkable(env, server.env)
+    args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-s", "-q", "-k", "breakpoint"]
+    forked = server.run(args, folder, env, timeout=120)
+    assert forked.returncode == 0 and "hook called" in forked.stdout, forked.stdout + forked.stderr
+    # negative control: the hook set to nothing (PYTHONBREAKPOINT=0) is not called
+    quiet = server.run(args, folder, env | {"PYTHONBREAKPOINT": "0"}, timeout=120)
+    assert quiet.returncode == 0 and "hook called" not in quiet.stdout, quiet.stdout + quiet.stderr
 
 
 def test_a_run_past_its_timeout_is_killed_and_the_server_serves_the_next(
@@ -116,6 +136,9 @@ def test_what_only_an_interpreter_s_start_reads_gets_a_fresh_one() -> None:
     base = {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"}
     assert forkable(base | {"TMPDIR": "/elsewhere", "SLOWDOWN": "2"}, base)
     assert forkable(base | {"PYTHONPATH": "/x"}, base)  # a child puts it on its sys.path
+    # read at every breakpoint() call, from the child's environment (Ray's driver sets it), set or unset
+    ray_hook = {"PYTHONBREAKPOINT": "ray.util.rpdb._driver_set_trace"}
+    assert forkable(base | ray_hook, base) and forkable(base, base | ray_hook)
     # what torchrun sets for its workers, a child applies itself
     assert forkable(base | {"OMP_NUM_THREADS": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
                                        "PYTHONUNBUFFERED": "1"}, base)
