@@ -17,7 +17,8 @@ A run whose environment changes what an interpreter reads only at start-up (``PY
 ``LD_*``, allocator, thread-pool and torch variables) cannot be served by a fork of a process that has started
 already: :func:`forkable` says so, and such runs start a fresh interpreter. A child honours its own
 ``PYTHONPATH`` by its ``sys.path``, and applies the thread count torchrun gives its workers (or a Ray worker takes
-for its task) itself. `DMLBENCH_TEST_FORKSERVER=0` turns the server off.
+for its task) itself. `DMLBENCH_TEST_FORKSERVER=0` turns the server off;
+`DMLBENCH_TEST_FORKSERVER_LOG=FILE` appends each run sent to a fresh interpreter, and why, to FILE.
 
 The server's own code is :mod:`tests.forkserver_main`, started by path so that nothing of ``tests`` is
 imported into the processes it forks.
@@ -37,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.forkserver_main import LAUNCHER, forkable
+from tests.forkserver_main import LAUNCHER, log_refusal, unforkable_variables
 
 SERVER_MAIN = Path(__file__).with_name("forkserver_main.py")
 ENABLED_ENV = "DMLBENCH_TEST_FORKSERVER"
@@ -145,7 +146,11 @@ def server_for(env: dict[str, str]) -> ForkServer | None:
         _SERVERS.pop().close()
     if not _SERVERS:
         _SERVERS.append(ForkServer(env))
-    return _SERVERS[0] if forkable(env, _SERVERS[0].env) else None
+    blocking = unforkable_variables(env, _SERVERS[0].env)
+    if blocking:
+        log_refusal(["(a test's run)"], f"start-up variables differ: {', '.join(blocking)}")
+        return None
+    return _SERVERS[0]
 
 
 def python(env: dict[str, str]) -> str:

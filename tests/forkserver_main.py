@@ -83,11 +83,30 @@ def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
     """Whether a run in ``env`` can be forked from a server started in ``server_env``: their start-up variables
     agree, but for those a child applies itself (:data:`APPLIED_IN_CHILD`) where ``env`` sets them to a value it
     can apply."""
+    return not unforkable_variables(env, server_env)
+
+
+def unforkable_variables(env: dict[str, str], server_env: dict[str, str]) -> list[str]:
+    """The start-up variables that keep a run in ``env`` from a fork of a server started in ``server_env``
+    (sorted; empty where it can be forked)."""
     ours, theirs = startup_environment(server_env), startup_environment(env)
     differing = {name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name)}
-    if not all(name in APPLIED_IN_CHILD and name in theirs for name in differing):
-        return False
-    return THREADS not in differing or thread_count(theirs[THREADS]) is not None
+    blocking = {name for name in differing if name not in APPLIED_IN_CHILD or name not in theirs}
+    if THREADS in differing and THREADS in theirs and thread_count(theirs[THREADS]) is None:
+        blocking.add(THREADS)
+    return sorted(blocking)
+
+
+REFUSALS_LOG = "DMLBENCH_TEST_FORKSERVER_LOG"
+
+
+def log_refusal(args: list[str], why: str) -> None:
+    """Append a run sent to a fresh interpreter, and why, to the file ``DMLBENCH_TEST_FORKSERVER_LOG`` names
+    (one JSON line each; nothing where it is unset): where the test command's inner runs lose their fork."""
+    path = os.environ.get(REFUSALS_LOG)
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"pid": os.getpid(), "args": args[:6], "why": why}) + "\n")
 
 
 def thread_count(value: str | None) -> int | None:
@@ -352,7 +371,10 @@ class Server:
         request = json.loads(data)
         command = parse_command(request["args"], request["python"])
         env = request["env"] if command is None else {**request["env"], **dict(command.env_vars)}
-        if command is None or not forkable(env, self.env) or len(fds) != len(request["fds"]) + 1:
+        blocking = [] if command is None else unforkable_variables(env, self.env)
+        if command is None or blocking or len(fds) != len(request["fds"]) + 1:
+            log_refusal(request["args"], "not a command it forks" if command is None else
+                        f"start-up variables differ: {', '.join(blocking)}" if blocking else "descriptors missing")
             for fd in fds:
                 os.close(fd)
             with contextlib.suppress(OSError):  # a shim gone meanwhile needs no answer

@@ -17,7 +17,7 @@ import pytest
 
 from tests import forkserver
 from tests.conftest import clean_env, inner_tmpdir, write_files
-from tests.forkserver_main import Command, forkable, parse_command
+from tests.forkserver_main import REFUSALS_LOG, Command, forkable, parse_command, unforkable_variables
 
 CASES = """
     import gc, os, sys, tempfile, time
@@ -147,6 +147,26 @@ def test_what_only_an_interpreter_s_start_reads_gets_a_fresh_one() -> None:
         assert not forkable(base | changed, base), changed
     # a thread count the server has and the run unsets: torch's default, which only a fresh import gives
     assert not forkable(base, base | {"OMP_NUM_THREADS": "1"})
+
+
+def test_a_refused_run_names_the_variables_that_kept_it_from_a_fork_in_the_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = {"PATH": "/bin", "TMPDIR": "/tmp"}
+    assert unforkable_variables(base | {"LD_PRELOAD": "x", "OMP_NUM_THREADS": "2", "TORCH_X": "1"}, base) == [
+        "LD_PRELOAD", "TORCH_X"]  # the thread count a child applies itself
+    assert unforkable_variables(base | {"OMP_NUM_THREADS": "4,2"}, base) == ["OMP_NUM_THREADS"]
+    assert unforkable_variables(base, base | {"OMP_NUM_THREADS": "1"}) == ["OMP_NUM_THREADS"]
+    # a test's run the server cannot fork is logged where the variable names a file, nothing where it is unset
+    server = forkserver.server_for(clean_env())  # this test process's, which the test command's runs use
+    assert server is not None, "the fork server is off (DMLBENCH_TEST_FORKSERVER=0) or was started elsewhere"
+    log = tmp_path / "refused.jsonl"
+    refused = {**server.env, "PYTHONHASHSEED": "7"}
+    assert forkserver.python(refused) == sys.executable and not log.exists()
+    monkeypatch.setenv(REFUSALS_LOG, str(log))
+    assert forkserver.python(refused) == sys.executable
+    assert forkserver.python(dict(server.env)) != sys.executable  # negative control: a forkable run is not logged
+    assert [json.loads(line)["why"] for line in log.read_text().splitlines()] == [
+        "start-up variables differ: PYTHONHASHSEED"]
 
 
 STARTS_PYTEST = '''

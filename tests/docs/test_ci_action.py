@@ -116,13 +116,32 @@ def test_step(dist, dmlbench):
 """
 
 
+INPUT = re.compile(r"^\$\{\{ inputs\.([\w-]+) \}\}$")
+
+
+def step_environment(step: dict[str, Any], inputs: dict[str, str]) -> dict[str, str]:
+    """The variables a step's ``env:`` block sets, each ``${{ inputs.NAME }}`` resolved from ``inputs``."""
+    resolved = {}
+    for name, value in step.get("env", {}).items():
+        match = INPUT.match(str(value))
+        assert match, f"{name}: {value!r} is not one input"
+        resolved[name] = inputs[match.group(1)]
+    return resolved
+
+
 def gate_step(project: Path, against: str) -> subprocess.CompletedProcess[str]:
-    """The action's REF check and gate steps, with its default inputs, on ``project``."""
+    """The action's REF check and gate steps on ``project``, each step's variables as its ``env:`` block sets them
+    from the action's default inputs (and only those: the install step's, such as ``TORCH_INDEX_URL``, are not the
+    gate's)."""
     spec = action()
-    env = {**os.environ, **{k.upper().replace("-", "_"): str(v.get("default", "")) for k, v in spec["inputs"].items()}}
-    env |= {"AGAINST": against, "CASES": "test_step.py", "WORLD_SIZE": "1", "PAIR_BUDGET": "20"}
+    inputs = {name: str(value.get("default", "")) for name, value in spec["inputs"].items()}
+    inputs |= {"against": against, "cases": "test_step.py", "world-size": "1", "pair-budget": "20"}
+    steps = [step for step in spec["runs"]["steps"] if "run" in step][1:]
+    env = {**os.environ}
+    for step in steps:
+        env |= step_environment(step, inputs)
     env["PATH"] = forkserver.path_with_python(env)  # this venv's pytest, forked where it can be
-    check, gate = run_scripts()[1:]
+    check, gate = (step["run"] for step in steps)
     script = f"set -e\n{check}\n{gate}"
     return subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True, timeout=600)
 
