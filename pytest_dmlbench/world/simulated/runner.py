@@ -35,6 +35,7 @@ from pytest_dmlbench.world.simulated.process_state import RankProcessState
 from pytest_dmlbench.world.simulated.rank_environ import RankEnviron
 from pytest_dmlbench.world.simulated.rng import RankRandomState
 from pytest_dmlbench.world.simulated.shared import SharedWorld, rank_ranges
+from pytest_dmlbench.world.simulated.shared_tracebacks import SharedTracebacks
 from pytest_dmlbench.world.simulated.thread_world import ThreadWorld, per_thread_world
 from pytest_dmlbench.world.simulated.turns import WorldAborted
 from pytest_dmlbench.world.thread_frames import current_frames
@@ -67,12 +68,12 @@ class _Settled:
     running: bool  # neither ended nor released: left running in its daemon thread
 
 
-def _trimmed_traceback(exc: BaseException) -> str:
+def _trimmed_traceback(exc: BaseException, texts: SharedTracebacks) -> str:
     """The traceback from the case body down (this module's and the body caller's frames left out)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename in _OWN_FILES:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    return texts.text(exc, tb)
 
 
 def _stack_of(frame: FrameType | None) -> str:
@@ -105,6 +106,7 @@ class SimulatedCase:
 
         self.world = SharedWorld(world_size, on_switch, strict=strict)
         self.store = HashStore()
+        self.tracebacks = SharedTracebacks()  # the released ranks' tracebacks, alike but for a few
         self.master_port = 0  # the port of the master store served while the world runs
 
     # -- rank side --------------------------------------------------------------------------------------------
@@ -126,11 +128,11 @@ class SimulatedCase:
                                          message=f"{caught} (raised on this rank and caught by the case)")
             state.state = "failed" if result.outcome.status == "failed" else "ended"
         except WorldAborted as exc:
-            result.stack = _trimmed_traceback(exc)
+            result.stack = _trimmed_traceback(exc, self.tracebacks)
             state.state = "released"
         except BaseException as exc:  # the harness itself failed on this rank: reported with its traceback
             result.outcome = RankOutcome(self.case_id, rank, "failed", message=str(exc),
-                                         traceback=_trimmed_traceback(exc))
+                                         traceback=_trimmed_traceback(exc, self.tracebacks))
             state.state = "failed"
         finally:
             if self.world.strict:
@@ -151,7 +153,7 @@ class SimulatedCase:
         except BaseException as exc:
             status = classify(exc)
             return RankOutcome(self.case_id, rank, status, message=str(getattr(exc, "msg", None) or exc),
-                               traceback=_trimmed_traceback(exc) if status == "failed" else "",
+                               traceback=_trimmed_traceback(exc, self.tracebacks) if status == "failed" else "",
                                duration_s=time.perf_counter() - start, property_verdict=property_verdict(exc))
         return RankOutcome(self.case_id, rank, "passed", duration_s=time.perf_counter() - start)
 
